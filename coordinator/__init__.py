@@ -1,0 +1,1 @@
+"""Kafka group, transaction and share-group coordinators."""

@@ -1,0 +1,1 @@
+"""The Kafka-protocol server over segmented logs."""

@@ -1,0 +1,1 @@
+"""Kafka wire protocol codec: bytes <-> messages and record batches. Does no I/O."""

@@ -1,0 +1,1 @@
+"""PySpark data source over the store and migration tooling."""

@@ -1,0 +1,5 @@
+import sys
+
+from quire.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The segment-centric replicated log store. It knows nothing of Kafka."""

@@ -1,0 +1,21 @@
+"""Where each store component keeps its state in the metadata store (one place for all paths)."""
+
+from __future__ import annotations
+
+BOOKIES_AVAILABLE = "/bookies/available"  # ephemeral child per live bookie, named host:port
+BOOKIES_COOKIES = "/bookies/cookies"  # persistent child per bookie ever registered
+LEDGERS = "/ledgers"  # persistent child per ledger: its metadata
+LEDGER_ID_GEN = "/ledgers-idgen"  # sequential children allocate ledger ids
+MANAGED_LOGS = "/managed"  # segmented logs (store/managed)
+
+
+def bookie_available(address: str) -> str:
+    return f"{BOOKIES_AVAILABLE}/{address}"
+
+
+def bookie_cookie(address: str) -> str:
+    return f"{BOOKIES_COOKIES}/{address}"
+
+
+def ledger(ledger_id: int) -> str:
+    return f"{LEDGERS}/{ledger_id:019d}"

@@ -1,0 +1,1 @@
+"""pytest fixtures: bookies as real `quire bookie` processes."""

@@ -1,0 +1,1 @@
+"""pytest fixtures: a real ZooKeeper (Debian's package) on a free loopback port."""

@@ -1,0 +1,164 @@
+"""Raw bookie throughput: every entry added to all of 3 bookie processes (as WQ=3 would).
+
+Starts an embedded metadata store dir and 3 `quire bookie` processes in a temp dir, then runs
+pipelined adds through BookieClient with a bounded in-flight window, for 1 KiB and 64 KiB
+entries, then a READ_RANGE scan. Usage: python3 bench/bookie.py [--seconds 5] [--window 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from store import layout  # noqa: E402
+from store.bookie.client import BookieClient  # noqa: E402
+from store.bookie.entry import pack_entry  # noqa: E402
+from store.meta.api import open_meta  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _wait_registered(meta_url: str, addrs: list[str]) -> None:
+    meta = open_meta(meta_url)
+    await meta.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if all([await meta.exists(layout.bookie_available(a)) for a in addrs]):
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError("bookies did not register")
+    finally:
+        await meta.close()
+
+
+async def _adds(
+    clients: list[BookieClient], ledger_id: int, size: int, seconds: float, window: int
+) -> tuple[int, float]:
+    """Entries in flight bounded by `window`; an entry counts once all 3 bookies acked it."""
+    payload = os.urandom(size)
+    done = 0
+    in_flight = 0
+    room = asyncio.Event()
+    errors: list[BaseException] = []
+
+    def acked(f: asyncio.Future[bytes], left: list[int]) -> None:
+        nonlocal done, in_flight
+        if f.exception() is not None:
+            errors.append(f.exception())  # type: ignore[arg-type]
+        left[0] -= 1
+        if left[0] == 0:
+            done += 1
+            in_flight -= 1
+            if in_flight < window // 2 or in_flight == 0:
+                room.set()
+
+    start = time.perf_counter()
+    eid = 0
+    while time.perf_counter() - start < seconds and not errors:
+        while in_flight < window:
+            e = pack_entry(ledger_id, eid, eid - 1, payload)
+            left = [len(clients)]
+            for c in clients:
+                c.add_nowait(ledger_id, e).add_done_callback(lambda f, left=left: acked(f, left))
+            in_flight += 1
+            eid += 1
+        room.clear()
+        await room.wait()
+    while in_flight:
+        room.clear()
+        await room.wait()
+    if errors:
+        raise errors[0]
+    return done, time.perf_counter() - start
+
+
+async def _scan(client: BookieClient, ledger_id: int, count: int) -> tuple[int, float]:
+    start = time.perf_counter()
+    got = 0
+    nbytes = 0
+    while got < count:
+        es = await client.read_range(ledger_id, got, count - 1, 4 << 20)
+        got += len(es)
+        nbytes += sum(len(e) for e in es)
+    return nbytes, time.perf_counter() - start
+
+
+async def main_async(addrs: list[str], seconds: float, window: int) -> None:
+    clients = [BookieClient(a) for a in addrs]
+    for c in clients:
+        await c.connect()
+    n1, t1 = await _adds(clients, 1, 1024, seconds, window)
+    print(f"1 KiB adds to 3 bookies: {n1} in {t1:.2f} s = {n1 / t1:,.0f} entries/s")
+    n64, t64 = await _adds(clients, 2, 64 << 10, seconds, max(16, window // 16))
+    mbs = n64 * 64 / 1024 / t64
+    print(f"64 KiB adds to 3 bookies: {n64} in {t64:.2f} s = {n64 / t64:,.0f} entries/s, {mbs:.1f} MB/s")
+    nb, ts = await _scan(clients[0], 1, n1)
+    print(
+        f"READ_RANGE scan of ledger 1 from one bookie: {nb / 1e6:.1f} MB in {ts:.2f} s = {nb / 1e6 / ts:.1f} MB/s"
+    )
+    for c in clients:
+        await c.close()
+    print(
+        f"BENCH bookie adds_1k_per_s={n1 / t1:.0f} adds_64k_per_s={n64 / t64:.0f} "
+        f"mb_per_s_64k={mbs:.1f} scan_mb_per_s={nb / 1e6 / ts:.1f}"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--window", type=int, default=2000)
+    args = ap.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="quire-bench-bookie-"))
+    meta_url = f"embedded://{base / 'meta'}"
+    procs: list[subprocess.Popen[bytes]] = []
+    addrs: list[str] = []
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        for i in range(3):
+            port = _free_port()
+            addrs.append(f"127.0.0.1:{port}")
+            cmd = [sys.executable, "-m", "quire", "bookie", "--dir", str(base / f"b{i}"), "--port", str(port)]
+            cmd += ["--meta", meta_url]
+            with open(base / f"b{i}.log", "wb") as out:
+                procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT))
+        asyncio.run(_wait_registered(meta_url, addrs))
+        try:
+            import uvloop
+
+            uvloop.run(main_async(addrs, args.seconds, args.window))
+        except ImportError:
+            asyncio.run(main_async(addrs, args.seconds, args.window))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait()
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

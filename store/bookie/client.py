@@ -1,0 +1,305 @@
+"""Client connection to one bookie: pipelined requests over one TCP connection.
+
+Many requests may be in flight; responses are matched by request id (they may come back out
+of order). Frames queued during one loop iteration go out in a single writelines call.
+Errors come back as store.bookie.errors classes; connection problems and timeouts raise
+BookieUnavailableError, and the next request reconnects. Entries are returned packed, not
+verified: the caller checks them with store.bookie.entry.unpack_entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+from typing import cast
+
+from store.bookie import protocol as p
+from store.bookie.errors import BadRequestError, BookieError, BookieUnavailableError, Status, error_for
+
+_MAX_RESPONSE = 1 << 30
+
+
+def _check_size(parts: list[bytes | memoryview]) -> None:
+    # The bookie would reject it and drop the connection, failing every other request on it.
+    n = sum(len(x) for x in parts) - 4
+    if n > p.DEFAULT_MAX_FRAME:
+        raise BadRequestError(f"request of {n} bytes exceeds the {p.DEFAULT_MAX_FRAME}-byte frame limit")
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, address: str, request_timeout: float) -> None:
+        self.address = address
+        self.request_timeout = request_timeout
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        # Requests with the default timeout, in send order (so deadline order): one sweeper
+        # expires them, no timer per request. Others (long polls) get their own timer.
+        self.pending: dict[int, tuple[asyncio.Future[bytes], float]] = {}
+        self.timed: dict[int, tuple[asyncio.Future[bytes], asyncio.TimerHandle]] = {}
+        self.closed = False
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._buf = bytearray()
+        self._out: list[bytes | memoryview] = []
+        self._flush_scheduled = False
+        self._drained: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        why = f"connection to bookie {self.address} lost" + (f": {exc}" if exc else "")
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        futs = [f for f, _ in self.pending.values()]
+        for f, timer in self.timed.values():
+            timer.cancel()
+            futs.append(f)
+        self.pending, self.timed = {}, {}
+        for fut in futs:
+            if not fut.done():
+                fut.set_exception(BookieUnavailableError(why))
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._drained is None or self._drained.done():
+            self._drained = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    async def drain(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            await self._drained
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        while end - pos >= p.HEADER_SIZE:
+            flen, _op, status, rid = p.HEADER.unpack_from(buf, pos)
+            if flen < p.FRAME_OVERHEAD or flen > _MAX_RESPONSE:
+                self.abort(f"bad response frame length {flen}")
+                return
+            if end - pos < 4 + flen:
+                break
+            body = bytes(buf[pos + p.HEADER_SIZE : pos + 4 + flen])
+            pos += 4 + flen
+            entry = self.pending.pop(rid, None)
+            if entry is not None:
+                fut = entry[0]
+            else:
+                timed = self.timed.pop(rid, None)
+                if timed is None:
+                    continue  # timed out already
+                fut = timed[0]
+                timed[1].cancel()
+            if fut.done():
+                continue
+            if status == Status.OK:
+                fut.set_result(body)
+            else:
+                fut.set_exception(error_for(status, body.decode("utf-8", "replace")))
+        if pos:
+            del buf[:pos]
+
+    def abort(self, why: str) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+        self.connection_lost(OSError(why))
+
+    def submit(self, rid: int, parts: list[bytes | memoryview], limit_s: float | None) -> asyncio.Future[bytes]:
+        fut: asyncio.Future[bytes] = self.loop.create_future()
+        if limit_s is None:
+            self.pending[rid] = (fut, self.loop.time() + self.request_timeout)
+            if self._sweeper is None:
+                self._sweeper = self.loop.call_later(self._sweep_interval(), self._sweep)
+        else:
+            self.timed[rid] = (fut, self.loop.call_later(limit_s, self._expire_timed, rid, limit_s))
+        self._out.extend(parts)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+        return fut
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if out and not self.closed and self.transport is not None:
+            self.transport.writelines(out)
+
+    def _sweep_interval(self) -> float:
+        return min(1.0, max(0.01, self.request_timeout / 10))
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        now = self.loop.time()
+        expired = []
+        for rid, (_, deadline) in self.pending.items():
+            if deadline > now:
+                break
+            expired.append(rid)
+        for rid in expired:
+            fut, _ = self.pending.pop(rid)
+            if not fut.done():
+                fut.set_exception(self._timeout_error(self.request_timeout))
+        if self.pending and not self.closed:
+            self._sweeper = self.loop.call_later(self._sweep_interval(), self._sweep)
+
+    def _expire_timed(self, rid: int, limit_s: float) -> None:
+        entry = self.timed.pop(rid, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_exception(self._timeout_error(limit_s))
+
+    def _timeout_error(self, limit_s: float) -> BookieUnavailableError:
+        return BookieUnavailableError(f"request to bookie {self.address} timed out after {limit_s:g} s")
+
+
+class BookieClient:
+    def __init__(self, address: str, *, connect_timeout: float = 5.0, request_timeout: float = 10.0) -> None:
+        self.address = address
+        host, _, port = address.rpartition(":")
+        self._host = host.strip("[]")
+        self._port = int(port)
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self._conn: _Conn | None = None
+        self._connecting: asyncio.Lock | None = None
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    async def connect(self) -> None:
+        """Open the connection (requests also reconnect lazily if it dropped)."""
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._conn is not None and not self._conn.closed:
+                return
+            self._closed = False
+            loop = asyncio.get_running_loop()
+            try:
+                async with asyncio.timeout(self.connect_timeout):
+                    _, conn = await loop.create_connection(
+                        lambda: _Conn(self.address, self.request_timeout), self._host, self._port
+                    )
+            except (OSError, TimeoutError) as e:
+                raise BookieUnavailableError(f"cannot connect to bookie {self.address}: {e or 'timed out'}") from None
+            self._conn = conn
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.closed
+
+    async def _call(self, op: int, flags: int, body: list[bytes | memoryview], limit_s: float | None = None) -> bytes:
+        conn = self._conn
+        if conn is None or conn.closed:
+            if self._closed:
+                raise BookieUnavailableError(f"client for bookie {self.address} is closed")
+            await self.connect()
+            conn = self._conn
+            assert conn is not None
+        if conn._drained is not None and not conn._drained.done():
+            await conn.drain()
+            if conn.closed:
+                raise BookieUnavailableError(f"connection to bookie {self.address} lost")
+        rid = next(self._ids)
+        parts = p.encode(op, flags, rid, *body)
+        _check_size(parts)
+        return await conn.submit(rid, parts, limit_s)
+
+    def add_nowait(self, ledger_id: int, entry: bytes, *, recovery: bool = False) -> asyncio.Future[bytes]:
+        """Fast path of add() for pipelining writers: no coroutine or task per entry. The
+        future resolves once the add is durable, or fails like add(). If not connected (or
+        the send buffer is full), it falls back to a task running add()."""
+        conn = self._conn
+        flags = p.FLAG_RECOVERY if recovery else 0
+        if conn is None or conn.closed or (conn._drained is not None and not conn._drained.done()):
+            return asyncio.ensure_future(self._call(p.Op.ADD, flags, [p.LEDGER.pack(ledger_id), entry]))
+        rid = next(self._ids)
+        parts = p.encode(p.Op.ADD, flags, rid, p.LEDGER.pack(ledger_id), entry)
+        _check_size(parts)
+        return conn.submit(rid, parts, None)
+
+    async def add(self, ledger_id: int, entry: bytes, *, recovery: bool = False) -> None:
+        """Add a packed entry; returns once the bookie has it durably journaled."""
+        flags = p.FLAG_RECOVERY if recovery else 0
+        await self._call(p.Op.ADD, flags, [p.LEDGER.pack(ledger_id), entry])
+
+    async def read(self, ledger_id: int, entry_id: int, *, fence: bool = False) -> bytes:
+        """One packed entry (entry_id -1: the last one the bookie has)."""
+        flags = p.FLAG_FENCE if fence else 0
+        return await self._call(p.Op.READ, flags, [p.LEDGER_ENTRY.pack(ledger_id, entry_id)])
+
+    async def read_range(self, ledger_id: int, first: int, last: int, max_bytes: int = 4 << 20) -> list[bytes]:
+        """Packed entries first.. in order, as many whole ones as fit max_bytes (at least one);
+        fewer than asked if the bookie lacks one (NoEntryError if it lacks `first`)."""
+        body = await self._call(p.Op.READ_RANGE, 0, [p.RANGE_REQ.pack(ledger_id, first, last, max_bytes)])
+        try:
+            return p.decode_range(body)
+        except ValueError as e:
+            raise BookieError(f"bad READ_RANGE response from {self.address}: {e}") from None
+
+    async def read_lac(self, ledger_id: int) -> tuple[int, int]:
+        """(lac, last_entry_id) as this bookie knows them; -1 when none."""
+        lac, last = p.LAC_RESP.unpack(await self._call(p.Op.READ_LAC, 0, [p.LEDGER.pack(ledger_id)]))
+        return lac, last
+
+    async def wait_lac(self, ledger_id: int, previous_lac: int, timeout: float) -> int:  # noqa: ASYNC109
+        """Long poll: the LAC once it exceeds previous_lac, or previous_lac after `timeout` s."""
+        ms = max(0, min(int(timeout * 1000), 0xFFFFFFFF))
+        body = p.LONGPOLL_REQ.pack(ledger_id, previous_lac, ms)
+        try:
+            resp = await self._call(p.Op.READ_LAC_LONGPOLL, 0, [body], timeout + self.request_timeout)
+        except BookieError as e:
+            if e.status == Status.TIMEOUT:
+                return previous_lac
+            raise
+        return int(struct.unpack(">q", resp)[0])
+
+    async def fence(self, ledger_id: int) -> tuple[int, int]:
+        """Fence the ledger durably on this bookie; (lac, last_entry_id) after fencing."""
+        lac, last = p.LAC_RESP.unpack(await self._call(p.Op.FENCE, 0, [p.LEDGER.pack(ledger_id)]))
+        return lac, last
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        await self._call(p.Op.DELETE_LEDGER, 0, [p.LEDGER.pack(ledger_id)])
+
+    async def close(self) -> None:
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None and conn.transport is not None:
+            conn.transport.close()
+            if not conn.closed:
+                conn.connection_lost(None)
+
+    @property
+    def in_flight(self) -> int:
+        c = self._conn
+        return len(c.pending) + len(c.timed) if c is not None else 0
+
+
+class BookiePool:
+    """One shared BookieClient per bookie address."""
+
+    def __init__(self, *, connect_timeout: float = 5.0, request_timeout: float = 10.0) -> None:
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self._clients: dict[str, BookieClient] = {}
+
+    def get(self, address: str) -> BookieClient:
+        c = self._clients.get(address)
+        if c is None:
+            c = self._clients[address] = BookieClient(
+                address, connect_timeout=self.connect_timeout, request_timeout=self.request_timeout
+            )
+        return c
+
+    async def close_all(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            await c.close()

@@ -1,0 +1,308 @@
+"""The bookie's write-ahead journal: append-only files with group commit.
+
+File = [magic:8] then records [len:u32][crc32c:u32][type:u8][payload], CRC over type+payload.
+Every add/fence/delete is appended here and acknowledged only after its bytes are fdatasync'd.
+Appends that arrive while a write+fdatasync is in progress queue up and go out together in one
+write and one fdatasync (in a worker thread, so the event loop keeps serving). Files roll at a
+size; files wholly before the ledger storage's checkpoint mark are deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"QJRNL\x00\x00\x01"
+REC = struct.Struct(">IIB")
+REC_SIZE = REC.size  # 9
+MAX_RECORD = 64 << 20
+
+REC_ADD = 1  # payload: a packed entry
+REC_FENCE = 2  # payload: [ledger:i64]
+REC_DELETE = 3  # payload: [ledger:i64]
+
+_NAME = "journal-{:010d}.log"
+
+
+@dataclass(frozen=True, order=True)
+class JournalMark:
+    """A position in the journal: everything before it is reflected in ledger storage."""
+
+    file_id: int
+    offset: int
+
+
+def journal_files(directory: Path) -> list[tuple[int, Path]]:
+    out = []
+    for p in directory.glob("journal-*.log"):
+        try:
+            out.append((int(p.stem.split("-", 1)[1]), p))
+        except ValueError:
+            continue
+    return sorted(out)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_IOV_MAX = 1024
+
+
+def write_all(fd: int, parts: list[bytes | memoryview]) -> int:
+    """writev the buffers (no joining copy); returns the bytes written."""
+    total = 0
+    for i in range(0, len(parts), _IOV_MAX):
+        chunk = parts[i : i + _IOV_MAX]
+        want = sum(len(c) for c in chunk)
+        n = os.writev(fd, chunk)
+        if n < want:  # short write: finish the rest the slow way
+            rest = memoryview(b"".join(chunk))[n:]
+            while rest:
+                rest = rest[os.write(fd, rest) :]
+        total += want
+    return total
+
+
+def encode_record(rtype: int, payload: bytes | memoryview) -> bytes:
+    crc = crc32c.crc32c(payload, crc32c.crc32c(bytes((rtype,))))
+    return REC.pack(len(payload), crc, rtype) + bytes(payload)
+
+
+def replay(
+    directory: Path, start: JournalMark, apply: Callable[[int, memoryview], None]
+) -> tuple[int, int]:
+    """Re-apply every intact record from `start` on, truncating torn or corrupt tails.
+
+    Returns (records applied, highest file id seen or -1)."""
+    files = journal_files(directory)
+    applied = 0
+    last_id = files[-1][0] if files else -1
+    for fid, path in files:
+        if fid < start.file_id:
+            continue
+        data = path.read_bytes()
+        if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+            log.warning("journal %s has no valid header; ignoring it", path)
+            continue
+        pos = max(len(MAGIC), start.offset) if fid == start.file_id else len(MAGIC)
+        mv = memoryview(data)
+        end = len(data)
+        while pos < end:
+            bad = None
+            if pos + REC_SIZE > end:
+                bad = "torn record header"
+            else:
+                n, crc, rtype = REC.unpack_from(mv, pos)
+                if n > MAX_RECORD:
+                    bad = f"record length {n} too large"
+                elif pos + REC_SIZE + n > end:
+                    bad = "torn record"
+                else:
+                    payload = mv[pos + REC_SIZE : pos + REC_SIZE + n]
+                    if crc32c.crc32c(payload, crc32c.crc32c(bytes((rtype,)))) != crc:
+                        bad = "checksum mismatch"
+            if bad is not None:
+                level = logging.WARNING if fid == last_id else logging.ERROR
+                log.log(level, "journal %s: %s at offset %d; truncating %d bytes", path, bad, pos, end - pos)
+                mv.release()
+                os.truncate(path, pos)
+                fd = os.open(path, os.O_RDWR)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+                break
+            apply(rtype, payload)
+            applied += 1
+            pos += REC_SIZE + n
+    return applied, last_id
+
+
+class Journal:
+    """Group-committing append-only journal. Use from one event loop."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        max_file_size: int = 64 << 20,
+        max_batch_wait: float = 0.0,
+        max_batch_bytes: int = 4 << 20,
+    ) -> None:
+        self.directory = Path(directory)
+        self.max_file_size = max_file_size
+        self.max_batch_wait = max_batch_wait
+        self.max_batch_bytes = max_batch_bytes
+        self._fd = -1
+        self._file_id = -1
+        self._offset = 0
+        self._durable = JournalMark(0, 0)
+        self._pending: list[tuple[int, bytes | memoryview]] = []
+        self._waiters: list[Callable[[BaseException | None], object]] = []
+        self._pending_bytes = 0
+        self._writing = False
+        self._scheduled = False
+        self._failed: BaseException | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._idle: asyncio.Event | None = None
+        # Counters, for tests and stats.
+        self.fsyncs = 0
+        self.writes = 0
+        self.records = 0
+
+    def open(self, after_file_id: int) -> None:
+        """Start a fresh file numbered after every existing one (replay first)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        existing = journal_files(self.directory)
+        fid = max(after_file_id, existing[-1][0] if existing else -1) + 1
+        self._open_file(fid)
+        self._durable = JournalMark(fid, self._offset)
+
+    def _open_file(self, fid: int) -> None:
+        path = self.directory / _NAME.format(fid)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        os.write(fd, MAGIC)
+        os.fdatasync(fd)
+        fsync_dir(self.directory)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._file_id, self._offset = fd, fid, len(MAGIC)
+
+    @property
+    def durable_mark(self) -> JournalMark:
+        """Everything before this position is written and synced."""
+        return self._durable
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self._failed
+
+    def append(self, rtype: int, payload: bytes | memoryview) -> asyncio.Future[None]:
+        """Queue a record; the future resolves once it is durable."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def done(exc: BaseException | None) -> None:
+            if not fut.done():
+                if exc is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(exc)
+
+        self.append_cb(rtype, payload, done)
+        return fut
+
+    def append_cb(self, rtype: int, payload: bytes | memoryview, cb: Callable[[BaseException | None], object]) -> None:
+        """Queue a record; cb(None) runs once it is durable, cb(error) if the write failed.
+        (The hot path: no future per record.)"""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        if self._failed is not None:
+            loop.call_soon(cb, OSError(f"journal failed: {self._failed}"))
+            return
+        self._pending.append((rtype, payload))
+        self._waiters.append(cb)
+        self._pending_bytes += len(payload) + REC_SIZE
+        if not self._writing and not self._scheduled:
+            self._scheduled = True
+            if self.max_batch_wait > 0 and self._pending_bytes < self.max_batch_bytes:
+                loop.call_later(self.max_batch_wait, self._kick)
+            else:
+                # call_soon still lets every add of this loop iteration join the batch.
+                loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._scheduled = False
+        if self._writing or not self._pending:
+            return
+        batch, waiters = self._pending, self._waiters
+        self._pending, self._waiters, self._pending_bytes = [], [], 0
+        self._writing = True
+        assert self._loop is not None
+        cf = self._loop.run_in_executor(self._executor, self._write_batch, batch)
+        cf.add_done_callback(lambda f: self._written(f, waiters))
+
+    def _write_batch(self, batch: list[tuple[int, bytes | memoryview]]) -> JournalMark:
+        if self._offset >= self.max_file_size:
+            os.fdatasync(self._fd)
+            self._open_file(self._file_id + 1)
+        parts: list[bytes | memoryview] = []
+        for rtype, payload in batch:
+            crc = crc32c.crc32c(payload, crc32c.crc32c(bytes((rtype,))))
+            parts.append(REC.pack(len(payload), crc, rtype))
+            parts.append(payload)
+        self._offset += write_all(self._fd, parts)
+        os.fdatasync(self._fd)
+        return JournalMark(self._file_id, self._offset)
+
+    def _written(
+        self, f: asyncio.Future[JournalMark], waiters: list[Callable[[BaseException | None], object]]
+    ) -> None:
+        self._writing = False
+        exc = f.exception()
+        if exc is not None:
+            log.error("journal write failed: %s", exc)
+            self._failed = exc
+            err = OSError(f"journal write failed: {exc}")
+            waiters = waiters + self._waiters
+            self._pending, self._waiters = [], []
+            for cb in waiters:
+                cb(err)
+        else:
+            self._durable = f.result()
+            self.fsyncs += 1
+            self.writes += 1
+            self.records += len(waiters)
+            for cb in waiters:
+                cb(None)
+        if self._pending:
+            # These waited through a whole fdatasync already: send them at once.
+            self._kick()
+        elif self._idle is not None:
+            self._idle.set()
+
+    def delete_before(self, mark: JournalMark) -> int:
+        """Delete journal files wholly before `mark` (their records are in ledger storage)."""
+        n = 0
+        for fid, path in journal_files(self.directory):
+            if fid < mark.file_id and fid != self._file_id:
+                path.unlink(missing_ok=True)
+                n += 1
+        return n
+
+    async def drain(self) -> None:
+        """Wait until nothing is queued or being written."""
+        while self._writing or self._pending or self._scheduled:
+            self._idle = asyncio.Event()
+            if not self._writing and self._pending and not self._scheduled:
+                self._kick()
+            try:
+                await asyncio.wait_for(self._idle.wait(), 0.05)
+            except TimeoutError:
+                pass
+
+    async def close(self) -> None:
+        await self.drain()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._executor.shutdown(wait=True)

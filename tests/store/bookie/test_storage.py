@@ -1,0 +1,163 @@
+"""Ledger storage through an in-process Bookie: flush, index, reads from disk, compaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from store.bookie import journal as jr
+from store.bookie.bookie import Bookie, BookieConfig
+from store.bookie.entry import pack_entry, unpack_entry
+from store.bookie.errors import DigestMismatchError, FencedError, NoEntryError, NoLedgerError
+from store.bookie.storage import StorageConfig
+
+
+def _config(**storage: float) -> BookieConfig:
+    sc = StorageConfig(flush_interval=3600, compaction_interval=3600, **storage)  # type: ignore[arg-type]
+    return BookieConfig(storage=sc, journal_file_size=4096)
+
+
+def _payload(lid: int, eid: int, n: int = 300) -> bytes:
+    return (f"{lid}:{eid}:".encode() * n)[:n]
+
+
+async def _fill(b: Bookie, lid: int, count: int, n: int = 300) -> None:
+    for eid in range(count):
+        await b.add(lid, pack_entry(lid, eid, eid - 1, _payload(lid, eid, n)))
+
+
+def _check(entries: list[bytes], lid: int, first: int, n: int = 300) -> None:
+    for i, e in enumerate(entries):
+        got_lid, eid, lac, payload = unpack_entry(e, lid, first + i)
+        assert (got_lid, eid, lac) == (lid, first + i, first + i - 1)
+        assert bytes(payload) == _payload(lid, first + i, n)
+
+
+async def test_flush_then_read_from_disk_after_journal_is_gone(tmp_path: Path) -> None:
+    b = Bookie(tmp_path / "d", config=_config())
+    await b.start()
+    await _fill(b, 1, 100)
+    await _fill(b, 2, 50)
+    assert len(jr.journal_files(b.journal_dir)) > 3  # small roll size: many journal files
+    await b.storage.checkpoint()
+    # Entries now live in entry logs + index; the journal before the mark is gone.
+    assert len(jr.journal_files(b.journal_dir)) == 1
+    assert (tmp_path / "d" / "ledgers" / "1.idx").stat().st_size == 100 * 16
+    assert any(p.stat().st_size > 100 * 300 for p in (tmp_path / "d" / "entrylogs").glob("*.log"))
+    await b.close()
+
+    b = Bookie(tmp_path / "d", config=_config())
+    await b.start()
+    assert b.replayed == 0
+    assert b.read_lac(1) == (98, 99) and b.read_lac(2) == (48, 49)
+    _check(await b.read_range(1, 0, 99, 1 << 30), 1, 0)  # from disk, one pread per run
+    _check(await b.read_range(2, 10, 49, 1 << 30), 2, 10)
+    _check([await b.read(1, 57)], 1, 57)
+    _check([await b.read(2, -1)], 2, 49)  # -1: the last entry
+    with pytest.raises(NoEntryError):
+        await b.read(1, 100)
+    with pytest.raises(NoLedgerError):
+        await b.read(3, 0)
+    await b.close()
+
+
+async def test_unflushed_entries_replayed_from_journal(tmp_path: Path) -> None:
+    b = Bookie(tmp_path / "d", config=_config())
+    await b.start()
+    await _fill(b, 5, 30)
+    await b.fence(5)
+    await _fill(b, 6, 3)
+    await b.delete_ledger(6)
+    # Simulate a crash: nothing flushed, journal files left as they are.
+    await b.journal.close()
+    b.storage._pool.shutdown()
+    b.storage.logs.close()
+
+    b = Bookie(tmp_path / "d", config=_config())
+    await b.start()
+    assert b.replayed == 30 + 1 + 3 + 1
+    _check(await b.read_range(5, 0, 29, 1 << 30), 5, 0)
+    assert b.storage.ledgers[5].fenced
+    with pytest.raises(NoLedgerError):
+        b.read_lac(6)
+    with pytest.raises(FencedError):
+        await b.add(5, pack_entry(5, 30, 29, b"late"))
+    await b.add(5, pack_entry(5, 30, 29, b"recovery"), recovery=True)
+    await b.close()
+
+
+async def test_read_range_respects_max_bytes(tmp_path: Path) -> None:
+    b = Bookie(tmp_path / "d", config=_config())
+    await b.start()
+    await _fill(b, 1, 20, n=1000)
+    entry_size = 1000 + 28
+    for flushed in (False, True):
+        got = await b.read_range(1, 0, 19, 5 * entry_size)
+        assert len(got) == 5
+        _check(got, 1, 0, n=1000)
+        got = await b.read_range(1, 3, 19, 5 * entry_size - 1)
+        assert len(got) == 4
+        got = await b.read_range(1, 7, 19, 10)  # always at least one whole entry
+        assert len(got) == 1
+        _check(got, 1, 7, n=1000)
+        got = await b.read_range(1, 15, 40, 1 << 20)  # stops at the last entry
+        assert len(got) == 5
+        with pytest.raises(NoEntryError):
+            await b.read_range(1, 20, 25, 1 << 20)
+        if not flushed:
+            await b.storage.checkpoint()
+            b.storage._read_cache.clear()
+    await b.close()
+
+
+async def test_bad_checksum_refused(tmp_path: Path) -> None:
+    b = Bookie(tmp_path / "d", config=_config())
+    await b.start()
+    e = bytearray(pack_entry(1, 0, -1, b"hello"))
+    e[-1] ^= 1
+    with pytest.raises(DigestMismatchError):
+        await b.add(1, bytes(e))
+    with pytest.raises(NoLedgerError):
+        b.read_lac(1)
+    await b.close()
+
+
+async def test_compaction_frees_space_and_keeps_live_entries(tmp_path: Path) -> None:
+    b = Bookie(tmp_path / "d", config=_config(entry_log_size=64 << 10))
+    await b.start()
+    logs_dir = tmp_path / "d" / "entrylogs"
+    # Interleave three ledgers so each entry log holds all of them.
+    for round_ in range(6):
+        for lid in (1, 2, 3):
+            for eid in range(round_ * 10, round_ * 10 + 10):
+                await b.add(lid, pack_entry(lid, eid, eid - 1, _payload(lid, eid, 2000)))
+        await b.storage.checkpoint()
+    size_before = sum(p.stat().st_size for p in logs_dir.glob("*.log"))
+    await b.delete_ledger(1)
+    await b.delete_ledger(2)
+    await b.storage.checkpoint()
+    assert not (tmp_path / "d" / "ledgers" / "1.idx").exists()
+    n = await b.storage.compact()
+    assert n >= 2
+    size_after = sum(p.stat().st_size for p in logs_dir.glob("*.log"))
+    assert size_after < size_before * 0.5, (size_before, size_after)
+    _check(await b.read_range(3, 0, 59, 1 << 30), 3, 0, n=2000)
+    await b.close()
+    # The moved locations are durable.
+    b = Bookie(tmp_path / "d", config=_config(entry_log_size=64 << 10))
+    await b.start()
+    b.storage._read_cache.clear()
+    _check(await b.read_range(3, 0, 59, 1 << 30), 3, 0, n=2000)
+    with pytest.raises(NoLedgerError):
+        await b.read(1, 0)
+    await b.close()
+
+
+async def test_write_cache_full_triggers_flush_and_reads_continue(tmp_path: Path) -> None:
+    b = Bookie(tmp_path / "d", config=_config(write_cache_bytes=20_000))
+    await b.start()
+    await _fill(b, 9, 200)
+    assert b.storage.checkpoints >= 3
+    _check(await b.read_range(9, 0, 199, 1 << 30), 9, 0)
+    await b.close()

@@ -1,0 +1,267 @@
+"""`embedded:///abs/dir`: the metadata store in a SQLite file (DIR/meta.db), WAL mode.
+
+Durable across restarts and shared by several processes on one host (the standalone runs its
+bookies as child processes). SQLite runs on one dedicated thread per store, so the event loop
+never blocks on it. Sessions heartbeat every timeout/3; every store reaps sessions whose
+heartbeat is older than their timeout, deleting their ephemeral nodes. Watches fire at once for
+this store's own changes and, for other processes' changes, from a change log polled while
+watches are pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from store.meta.api import (
+    MetaConnectionError,
+    MetaStore,
+    NoNodeError,
+    SessionExpiredError,
+    SessionListener,
+    Stat,
+    Watcher,
+)
+from store.meta.paths import validate_path
+from store.meta.sqlite_db import Change, MetaDb, SessionGone
+from store.meta.watch_table import WatchTable
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+POLL_INTERVAL = 0.025
+POLL_BATCH = 1000
+_PREFIX = "embedded://"
+
+
+def parse_embedded_url(url: str) -> str:
+    """'embedded:///abs/dir' -> '/abs/dir'."""
+    if not url.startswith(_PREFIX):
+        raise ValueError(f"not an embedded metadata URL: {url!r}")
+    directory = url[len(_PREFIX) :]
+    if not directory.startswith("/"):
+        raise ValueError(f"embedded metadata URL needs an absolute directory (embedded:///dir): {url!r}")
+    return directory.rstrip("/") or "/"
+
+
+class EmbeddedMetaStore(MetaStore):
+    def __init__(self, url: str, *, session_timeout: float = 10.0) -> None:
+        if session_timeout <= 0:
+            raise ValueError("session_timeout must be positive")
+        self._dir = parse_embedded_url(url)
+        self._timeout = session_timeout
+        self._executor: ThreadPoolExecutor | None = None
+        self._db: MetaDb | None = None
+        self._sid = 0
+        self._lost = False
+        self._closed = False
+        self._listeners: list[SessionListener] = []
+        self._watches = WatchTable()
+        self._polled_seq = 0
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._db is not None:
+            raise RuntimeError("store already started")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quire-meta-sqlite")
+        self._db = await self._call(MetaDb, self._dir)
+        self._sid, changes = await self._call(self._db.open_session, int(self._timeout * 1000))
+        self._polled_seq = await self._call(self._db_max_seq)
+        self._watches.dispatch(changes)
+        self._tasks = [
+            asyncio.create_task(self._heartbeat_loop(), name=f"meta-heartbeat-{self._sid}"),
+            asyncio.create_task(self._poll_loop(), name=f"meta-poll-{self._sid}"),
+        ]
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._watches.clear()
+        db, executor = self._db, self._executor
+        if db is not None and executor is not None:
+            try:
+                if not self._lost:
+                    await self._call(db.close_session, self._sid)
+            except (SessionGone, sqlite3.Error) as e:
+                log.warning("closing metadata session %d: %s", self._sid, e)
+            finally:
+                await self._call(db.close)
+        if executor is not None:
+            executor.shutdown(wait=False)
+
+    @property
+    def session_id(self) -> int:
+        return self._sid
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        self._listeners.append(listener)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
+        validate_path(path)
+        db = self._live()
+        found, seq = await self._call(db.get, path)
+        self._live()
+        if found is None:
+            raise NoNodeError(path)
+        if watch is not None:
+            self._add_data_watch(path, seq, watch)
+        return found
+
+    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        validate_path(path)
+        db = self._live()
+        stat, seq = await self._call(db.exists, path)
+        self._live()
+        if watch is not None:
+            self._add_data_watch(path, seq, watch)
+        return stat
+
+    async def children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        validate_path(path)
+        db = self._live()
+        names, seq = await self._call(db.children, path)
+        self._live()
+        if names is None:
+            raise NoNodeError(path)
+        if watch is not None:
+            self._catch_up_poller(seq)
+            self._watches.add_child(path, seq, watch)
+            self._wake.set()
+        return names
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        validate_path(path, sequential=sequential)
+        if path == "/":
+            raise ValueError("cannot create the root node")
+        db = self._live()
+        created, changes = await self._write(
+            db.create, self._sid, path, bytes(data), ephemeral, sequential, make_parents
+        )
+        self._watches.dispatch(changes)
+        return created
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        validate_path(path)
+        db = self._live()
+        stat, changes = await self._write(db.set, self._sid, path, bytes(data), version)
+        self._watches.dispatch(changes)
+        return stat
+
+    async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        validate_path(path)
+        if path == "/":
+            raise ValueError("cannot delete the root node")
+        db = self._live()
+        changes = await self._write(db.delete, self._sid, path, version, recursive)
+        self._watches.dispatch(changes)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _live(self) -> MetaDb:
+        if self._lost:
+            raise SessionExpiredError(f"metadata session {self._sid} expired")
+        if self._closed or self._db is None:
+            raise RuntimeError("metadata store is not started or already closed")
+        return self._db
+
+    async def _call(self, fn: Callable[..., T], *args: object) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, *args)
+        except sqlite3.OperationalError as e:
+            # Mostly "database is locked" after busy_timeout: another process holds the lock.
+            raise MetaConnectionError(f"metadata database {self._dir}: {e}") from e
+
+    async def _write(self, fn: Callable[..., T], *args: object) -> T:
+        try:
+            return await self._call(fn, *args)
+        except SessionGone as gone:
+            self._watches.dispatch(gone.changes)
+            self._session_lost()
+            raise SessionExpiredError(f"metadata session {self._sid} expired") from None
+
+    def _db_max_seq(self) -> int:
+        assert self._db is not None
+        return self._db.exists("/")[1]
+
+    def _add_data_watch(self, path: str, seq: int, watch: Watcher) -> None:
+        self._catch_up_poller(seq)
+        self._watches.add_data(path, seq, watch)
+        self._wake.set()
+
+    def _catch_up_poller(self, seq: int) -> None:
+        # With no watch pending, changes up to this read concern nobody: don't poll them.
+        if not self._watches.pending():
+            self._polled_seq = max(self._polled_seq, seq)
+
+    def _session_lost(self) -> None:
+        if self._lost or self._closed:
+            return
+        self._lost = True
+        log.warning("metadata session %d expired", self._sid)
+        self._watches.fail_all()
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("session listener %r failed", listener)
+
+    async def _heartbeat_loop(self) -> None:
+        assert self._db is not None
+        while not self._lost:
+            await asyncio.sleep(self._timeout / 3)
+            try:
+                changes = await self._call(self._db.heartbeat, self._sid)
+            except SessionGone as gone:
+                self._watches.dispatch(gone.changes)
+                self._session_lost()
+                return
+            except (MetaConnectionError, sqlite3.Error) as e:
+                log.warning("metadata heartbeat failed (will retry): %s", e)
+                continue
+            self._watches.dispatch(changes)
+
+    async def _poll_loop(self) -> None:
+        assert self._db is not None
+        while not self._lost:
+            if not self._watches.pending():
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                changes: list[Change] = await self._call(self._db.changes_since, self._polled_seq, POLL_BATCH)
+            except MetaConnectionError as e:
+                log.warning("metadata change poll failed (will retry): %s", e)
+                changes = []
+            if changes:
+                self._polled_seq = max(self._polled_seq, changes[-1].seq)
+                self._watches.dispatch(changes)
+            if len(changes) < POLL_BATCH:
+                await asyncio.sleep(POLL_INTERVAL)

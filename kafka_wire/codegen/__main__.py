@@ -1,0 +1,53 @@
+"""`python3 -m kafka_wire.codegen [--check] [--schemas DIR]`: write (or check) kafka_wire/messages."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kafka_wire.codegen.module import generate
+from kafka_wire.codegen.schema import default_schema_dir
+
+OUTPUT_DIR = Path(__file__).resolve().parents[1] / "messages"
+
+
+def stale_files(files: dict[str, str], out_dir: Path) -> list[str]:
+    """Generated files that are missing, differ, or should not be there."""
+    stale = [name for name, text in files.items()
+             if not (out_dir / name).is_file() or (out_dir / name).read_text(encoding="utf-8") != text]
+    if out_dir.is_dir():
+        stale += [p.name for p in out_dir.glob("*.py") if p.name not in files]
+    return sorted(stale)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m kafka_wire.codegen", description=__doc__)
+    ap.add_argument("--check", action="store_true", help="exit 1 listing stale files instead of writing")
+    ap.add_argument("--schemas", type=Path, default=None, help="schema folder (default: $QUIRE_KAFKA_SCHEMAS "
+                    "or <repo>/../shared/kafka-protocol/messages)")
+    ap.add_argument("--out", type=Path, default=OUTPUT_DIR)
+    args = ap.parse_args(argv)
+    schema_dir = args.schemas or default_schema_dir()
+    if not schema_dir.is_dir():
+        print(f"schema folder not found: {schema_dir}", file=sys.stderr)
+        return 2
+    files = generate(schema_dir)
+    stale = stale_files(files, args.out)
+    if args.check:
+        for name in stale:
+            print(f"stale: {args.out / name}")
+        return 1 if stale else 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in stale:
+        path = args.out / name
+        if name in files:
+            path.write_text(files[name], encoding="utf-8")
+        else:
+            path.unlink()
+    print(f"wrote {len(stale)} of {len(files)} files to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,7 +18,14 @@ from pathlib import Path
 
 from store.bookie import journal as jr
 from store.bookie.entry import EntryDigestError, peek_ids, unpack_entry
-from store.bookie.errors import BadRequestError, BookieError, DigestMismatchError, FencedError, Status
+from store.bookie.errors import (
+    BadRequestError,
+    BookieError,
+    DigestMismatchError,
+    FencedError,
+    NoLedgerError,
+    Status,
+)
 from store.bookie.protocol import LEDGER
 from store.bookie.storage import LedgerStorage, StorageConfig
 
@@ -96,6 +103,10 @@ class Bookie:
             raise BadRequestError(f"entry of ledger {lid} sent as an add to ledger {ledger_id}")
         if eid < 0:
             raise BadRequestError(f"negative entry id {eid}")
+        if lid in self.storage.tombstones:
+            if recovery:
+                raise NoLedgerError(f"ledger {lid} was deleted")
+            raise FencedError(f"ledger {lid} was deleted")
         if not self.storage.has_room():
             return False
         info = self.storage.ledgers.get(lid)
@@ -123,6 +134,8 @@ class Bookie:
 
     async def fence(self, ledger_id: int) -> tuple[int, int]:
         """Fence durably; returns (lac, last_entry_id)."""
+        if ledger_id in self.storage.tombstones:
+            raise NoLedgerError(f"ledger {ledger_id} was deleted")
         info, first = self.storage.fence(ledger_id)
         if first:
             fut = self._fencing[ledger_id] = self.journal.append(jr.REC_FENCE, LEDGER.pack(ledger_id))

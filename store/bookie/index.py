@@ -23,7 +23,10 @@ LOC = struct.Struct(">IQI")
 LOC_SIZE = LOC.size  # 16
 _STATE_MAGIC = b"QLSTATE1"
 _STATE_HEAD = struct.Struct(">qqI")  # mark file id, mark offset, ledger count
-_STATE_REC = struct.Struct(">qBqq")  # ledger, fenced, lac, last entry
+_STATE_REC = struct.Struct(">qBqq")  # ledger, flags, lac, last entry
+FLAG_FENCED = 1
+# A deleted ledger stays as a tombstone so that a paused writer coming back cannot re-create it.
+FLAG_DELETED = 2
 
 
 class LedgerIndex:
@@ -91,10 +94,10 @@ def write_index(directory: Path, ledger_id: int, updates: list[tuple[int, Locati
         os.close(fd)
 
 
-def write_states(directory: Path, mark: JournalMark, states: dict[int, tuple[bool, int, int]]) -> None:
+def write_states(directory: Path, mark: JournalMark, states: dict[int, tuple[int, int, int]]) -> None:
     """Atomically replace ledgers.state with these ledger states and journal mark."""
     parts = [_STATE_MAGIC, _STATE_HEAD.pack(mark.file_id, mark.offset, len(states))]
-    parts.extend(_STATE_REC.pack(lid, int(f), lac, last) for lid, (f, lac, last) in states.items())
+    parts.extend(_STATE_REC.pack(lid, flags, lac, last) for lid, (flags, lac, last) in states.items())
     body = b"".join(parts)
     body += struct.pack(">I", crc32c.crc32c(body))
     tmp = directory / "ledgers.state.tmp"
@@ -108,7 +111,7 @@ def write_states(directory: Path, mark: JournalMark, states: dict[int, tuple[boo
     fsync_dir(directory)
 
 
-def read_states(directory: Path) -> tuple[JournalMark, dict[int, tuple[bool, int, int]]]:
+def read_states(directory: Path) -> tuple[JournalMark, dict[int, tuple[int, int, int]]]:
     path = directory / "ledgers.state"
     if not path.exists():
         return JournalMark(0, 0), {}
@@ -122,7 +125,7 @@ def read_states(directory: Path) -> tuple[JournalMark, dict[int, tuple[bool, int
     pos = len(_STATE_MAGIC) + _STATE_HEAD.size
     states = {}
     for _ in range(count):
-        lid, fenced, lac, last = _STATE_REC.unpack_from(data, pos)
-        states[lid] = (bool(fenced), lac, last)
+        lid, flags, lac, last = _STATE_REC.unpack_from(data, pos)
+        states[lid] = (flags, lac, last)
         pos += _STATE_REC.size
     return JournalMark(fid, off), states

@@ -23,7 +23,16 @@ from pathlib import Path
 
 from store.bookie.entry_log import EntryLogs, Location, read_run
 from store.bookie.errors import NoEntryError, NoLedgerError
-from store.bookie.index import LedgerIndex, index_path, load_indexes, read_states, write_index, write_states
+from store.bookie.index import (
+    FLAG_DELETED,
+    FLAG_FENCED,
+    LedgerIndex,
+    index_path,
+    load_indexes,
+    read_states,
+    write_index,
+    write_states,
+)
 from store.bookie.journal import JournalMark
 
 log = logging.getLogger(__name__)
@@ -64,6 +73,7 @@ class LedgerStorage:
         self._read_cache_bytes = 0
         self._live: dict[int, int] = {}  # entry log id -> live bytes (records incl. length prefix)
         self._deleted: set[int] = set()  # ledgers whose index files go at the next checkpoint
+        self.tombstones: set[int] = set()  # deleted ledgers: adds and fences to them are refused
         self._maint = asyncio.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="storage")
         self._room = asyncio.Event()
@@ -88,9 +98,13 @@ class LedgerStorage:
             for _, (log_id, _off, n) in idx.items():
                 self._live[log_id] = self._live.get(log_id, 0) + n + 4
             self.ledgers[lid] = LedgerInfo(last_entry=idx.last_entry())
-        for lid, (fenced, lac, last) in states.items():
+        for lid, (flags, lac, last) in states.items():
+            if flags & FLAG_DELETED:
+                self.tombstones.add(lid)
+                self.ledgers.pop(lid, None)
+                continue
             info = self.ledgers.setdefault(lid, LedgerInfo())
-            info.fenced = fenced
+            info.fenced = bool(flags & FLAG_FENCED)
             info.lac = max(info.lac, lac)
             info.last_entry = max(info.last_entry, last)
         return mark
@@ -173,6 +187,7 @@ class LedgerStorage:
         return info, first
 
     def delete(self, ledger_id: int) -> bool:
+        self.tombstones.add(ledger_id)
         info = self.ledgers.pop(ledger_id, None)
         if info is None:
             return False
@@ -339,7 +354,8 @@ class LedgerStorage:
             self._room.set()
             flushing = self._flushing
             deleted, self._deleted = self._deleted, set()
-            states = {lid: (i.fenced, i.lac, i.last_entry) for lid, i in self.ledgers.items()}
+            states = {lid: (FLAG_FENCED if i.fenced else 0, i.lac, i.last_entry) for lid, i in self.ledgers.items()}
+            states.update((lid, (FLAG_FENCED | FLAG_DELETED, -1, -1)) for lid in self.tombstones)
             loop = asyncio.get_running_loop()
             try:
                 placed = await loop.run_in_executor(self._pool, self._flush_sync, flushing, deleted, states, mark)
@@ -377,7 +393,7 @@ class LedgerStorage:
         self,
         flushing: dict[int, dict[int, bytes]],
         deleted: set[int],
-        states: dict[int, tuple[bool, int, int]],
+        states: dict[int, tuple[int, int, int]],
         mark: JournalMark,
     ) -> dict[int, list[tuple[int, Location]]]:
         order: list[tuple[int, int]] = []

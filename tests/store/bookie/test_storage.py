@@ -161,3 +161,31 @@ async def test_write_cache_full_triggers_flush_and_reads_continue(tmp_path: Path
     assert b.storage.checkpoints >= 3
     _check(await b.read_range(9, 0, 199, 1 << 30), 9, 0)
     await b.close()
+
+
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["from-journal", "from-state-file"])
+async def test_deleted_ledger_stays_dead_across_restart(tmp_path: Path, checkpoint: bool) -> None:
+    # A writer paused across a deletion must not re-create the ledger with its late adds.
+    b = Bookie(tmp_path / "d", config=_config())
+    await b.start()
+    await _fill(b, 7, 5)
+    await b.delete_ledger(7)
+    if checkpoint:
+        await b.storage.checkpoint()
+    with pytest.raises(FencedError):
+        await b.add(7, pack_entry(7, 5, 4, _payload(7, 5)))
+    await b.close()
+
+    b = Bookie(tmp_path / "d", config=_config())
+    await b.start()
+    for late in (5, 0):
+        with pytest.raises(FencedError):
+            await b.add(7, pack_entry(7, late, late - 1, _payload(7, late)))
+    with pytest.raises(NoLedgerError):
+        await b.add(7, pack_entry(7, 5, 4, _payload(7, 5)), recovery=True)
+    with pytest.raises(NoLedgerError):
+        await b.fence(7)
+    with pytest.raises(NoLedgerError):
+        await b.read(7, 0)
+    await _fill(b, 8, 3)  # other ledgers are unaffected
+    await b.close()

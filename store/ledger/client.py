@@ -1,0 +1,127 @@
+"""LedgerClient: create, open (with or without recovery), delete ledgers, read their metadata."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from store import layout
+from store.ledger.env import BookieConns, LedgerEnv
+from store.ledger.errors import NoSuchLedgerError
+from store.ledger.fetch import bookie_lac
+from store.ledger.metadata import OPEN, LedgerMetadata
+from store.ledger.placement import PlacementPolicy, available_bookies, default_placement
+from store.ledger.reader import LedgerReader
+from store.ledger.recovery import recover
+from store.ledger.writer import LedgerWriter
+from store.meta.api import MetaStore, NodeExistsError, NoNodeError
+
+log = logging.getLogger(__name__)
+
+
+class LedgerClient:
+    def __init__(
+        self,
+        meta: MetaStore,
+        *,
+        placement: PlacementPolicy | None = None,
+        add_timeout: float = 2.0,
+        read_timeout: float = 5.0,
+        speculative_read_timeout: float = 0.2,
+        bookies: BookieConns | None = None,
+    ) -> None:
+        """`bookies` overrides the connection pool (default: a store.bookie.client.BookiePool
+        owned, and closed, by this client)."""
+        self._owned_pool = None
+        if bookies is None:
+            from store.bookie.client import BookiePool
+
+            self._owned_pool = BookiePool()
+            bookies = self._owned_pool
+        self._env = LedgerEnv(
+            meta=meta,
+            bookies=bookies,
+            placement=placement or default_placement(),
+            add_timeout=add_timeout,
+            read_timeout=read_timeout,
+            speculative_read_timeout=speculative_read_timeout,
+        )
+
+    async def create(
+        self,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        *,
+        properties: dict[str, str] | None = None,
+    ) -> LedgerWriter:
+        env = self._env
+        if not ensemble_size >= write_quorum >= ack_quorum >= 1:
+            raise ValueError(f"need E >= WQ >= AQ >= 1, got {ensemble_size}, {write_quorum}, {ack_quorum}")
+        ensemble = env.placement.new_ensemble(ensemble_size, write_quorum, await available_bookies(env.meta))
+        while True:
+            ledger_id = await self._allocate_id()
+            md = LedgerMetadata(
+                ledger_id=ledger_id,
+                state=OPEN,
+                ensemble_size=ensemble_size,
+                write_quorum=write_quorum,
+                ack_quorum=ack_quorum,
+                ensembles=[(0, ensemble)],
+                properties=dict(properties or {}),
+                ctime_ms=int(time.time() * 1000),
+            )
+            try:
+                await env.meta.create(layout.ledger(ledger_id), md.to_bytes(), make_parents=True)
+            except NodeExistsError:
+                log.warning("ledger id %d already taken, allocating another", ledger_id)
+                continue
+            return LedgerWriter(env, md.copy(version=0))
+
+    async def _allocate_id(self) -> int:
+        """ZooKeeper's sequential-node counter as the id generator (BookKeeper's ZkLedgerIdGenerator)."""
+        path = await self._env.meta.create(
+            layout.LEDGER_ID_GEN + "/id-", ephemeral=True, sequential=True, make_parents=True
+        )
+        try:
+            await self._env.meta.delete(path)
+        except NoNodeError:
+            pass
+        return int(path.rsplit("-", 1)[1])
+
+    async def open(self, ledger_id: int, *, recovery: bool = False) -> LedgerReader:
+        """recovery=True fences and closes the ledger first (its writer is finished for good);
+        recovery=False reads an open ledger up to the LAC the bookies know."""
+        if recovery:
+            md = await recover(self._env, ledger_id)
+            return LedgerReader(self._env, md, md.last_entry_id)
+        md = await self._env.read_metadata(ledger_id)
+        if md.is_closed:
+            return LedgerReader(self._env, md, md.last_entry_id)
+        return LedgerReader(self._env, md, await bookie_lac(self._env, md))
+
+    async def delete(self, ledger_id: int) -> None:
+        """Delete the ledger on every bookie that ever held it (best effort), then its metadata."""
+        md = await self._env.read_metadata(ledger_id)
+
+        async def one(addr: str) -> None:
+            await asyncio.wait_for(
+                self._env.bookies.get(addr).delete_ledger(ledger_id), self._env.read_timeout
+            )
+
+        results = await asyncio.gather(*(one(a) for a in sorted(md.bookies())), return_exceptions=True)
+        for addr, r in zip(sorted(md.bookies()), results):
+            if isinstance(r, BaseException):
+                log.warning("ledger %d: delete on bookie %s failed: %r", ledger_id, addr, r)
+        try:
+            await self._env.meta.delete(layout.ledger(ledger_id))
+        except NoNodeError:
+            raise NoSuchLedgerError(f"ledger {ledger_id} does not exist") from None
+
+    async def metadata(self, ledger_id: int) -> LedgerMetadata:
+        return await self._env.read_metadata(ledger_id)
+
+    async def close(self) -> None:
+        if self._owned_pool is not None:
+            await self._owned_pool.close_all()

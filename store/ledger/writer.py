@@ -1,0 +1,327 @@
+"""The single writer of a ledger: pipelined quorum adds, in-order acks, ensemble change.
+
+Each entry goes to the WQ bookies of its write set; it completes once AQ of them acked, and
+is acknowledged (its future resolved, LAC advanced) only when every earlier entry is. A bookie
+that errors or stalls for add_timeout is replaced: new fragment from LAC+1 written to the
+metadata with compare-and-set, then every pending entry is resent to the newcomer. With no
+spare bookie, one that is still registered (slow, not gone) is kept and resent to instead. A
+FENCED answer from any bookie ends the writer: every pending and later add fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+import time
+from typing import Any
+
+from store.bookie.entry import HEADER_SIZE, pack_entry
+from store.bookie.errors import FencedError
+from store.bookie.protocol import DEFAULT_MAX_FRAME
+from store.ledger.body import BODY_OVERHEAD, wrap
+from store.ledger.env import BookieConn, LedgerEnv
+from store.ledger.errors import (
+    LedgerClosedError,
+    LedgerError,
+    LedgerFencedError,
+    MetadataVersionError,
+    NotEnoughBookiesError,
+)
+from store.ledger.metadata import CLOSED, OPEN, LedgerMetadata
+from store.ledger.placement import available_bookies
+from store.ledger.quorum import write_set
+
+log = logging.getLogger(__name__)
+
+# The largest payload one bookie frame can carry (frame, ledger id, entry and body headers).
+MAX_PAYLOAD = DEFAULT_MAX_FRAME - 64 - HEADER_SIZE - BODY_OVERHEAD
+_REPLACE_ATTEMPTS = 5  # placement retries (bookies may be re-registering) before giving up
+
+
+class _Add:
+    __slots__ = ("acked", "count", "entry_id", "future", "packed", "size")
+
+    def __init__(self, entry_id: int, packed: bytes, size: int, future: asyncio.Future[int]) -> None:
+        self.entry_id = entry_id
+        self.packed = packed
+        self.size = size
+        self.future = future
+        self.acked = 0  # bitmask of ensemble indexes that acknowledged it
+        self.count = 0
+
+
+class LedgerWriter:
+    def __init__(self, env: LedgerEnv, metadata: LedgerMetadata) -> None:
+        if metadata.state != OPEN:
+            raise LedgerClosedError(f"ledger {metadata.ledger_id} is {metadata.state}")
+        self._env = env
+        self.ledger_id = metadata.ledger_id
+        self.metadata = metadata
+        self.last_add_confirmed = metadata.ensembles[-1][0] - 1
+        self.length = 0
+        self._e = metadata.ensemble_size
+        self._aq = metadata.ack_quorum
+        self._write_sets = [write_set(i, self._e, metadata.write_quorum) for i in range(self._e)]
+        ensemble = metadata.ensembles[-1][1]
+        self._conns: list[BookieConn] = [env.bookies.get(a) for a in ensemble]
+        self._next_entry_id = self.last_add_confirmed + 1
+        self._sent_length = 0
+        self._pending: collections.deque[_Add] = collections.deque()
+        # Per ensemble index: a generation bumped on replacement (late answers from the
+        # replaced bookie are ignored), adds in flight, and when it last made progress.
+        self._gen = [0] * self._e
+        self._outstanding = [0] * self._e
+        self._progress = [0.0] * self._e
+        self._failed_mask = 0
+        self._ever_failed: set[str] = set()
+        self._changing = False
+        self._change_task: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._error: LedgerError | None = None
+        self._closing = False
+        self._closed = False
+        self._aborted = False
+
+    # -- adds -----------------------------------------------------------------------------
+
+    def append(self, payload: bytes) -> asyncio.Future[int]:
+        if self._error is not None:
+            raise type(self._error)(str(self._error))
+        if self._closing:
+            raise LedgerClosedError(f"ledger {self.ledger_id} is closed")
+        if len(payload) > MAX_PAYLOAD:
+            raise ValueError(f"entry of {len(payload)} bytes exceeds the {MAX_PAYLOAD}-byte limit")
+        loop = asyncio.get_running_loop()
+        eid = self._next_entry_id
+        self._next_entry_id = eid + 1
+        self._sent_length += len(payload)
+        packed = pack_entry(self.ledger_id, eid, self.last_add_confirmed, wrap(self._sent_length, payload))
+        add = _Add(eid, packed, len(payload), loop.create_future())
+        self._pending.append(add)
+        failed = self._failed_mask
+        for idx in self._write_sets[eid % self._e]:
+            if not failed & (1 << idx):
+                self._send(add, idx)
+        return add.future
+
+    def _send(self, add: _Add, idx: int) -> None:
+        if self._outstanding[idx] == 0:
+            self._progress[idx] = time.monotonic()
+        self._outstanding[idx] += 1
+        if self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch_stalls())
+        # A future per send, not a task: this is the per-entry hot path.
+        try:
+            fut = self._conns[idx].add_nowait(self.ledger_id, add.packed)
+        except Exception as exc:  # refused before sending: same as a failed add
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(exc)
+        fut.add_done_callback(functools.partial(self._sent, add, idx, self._gen[idx]))
+
+    def _sent(self, add: _Add, idx: int, gen: int, fut: asyncio.Future[Any]) -> None:
+        exc = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
+        if self._aborted:
+            return
+        if exc is not None:
+            if isinstance(exc, FencedError):
+                self._fail(LedgerFencedError(f"ledger {self.ledger_id} was fenced by another client"))
+            elif gen == self._gen[idx]:
+                self._outstanding[idx] -= 1
+                self._bookie_failed(idx, exc)
+            return
+        if gen != self._gen[idx]:
+            return
+        self._outstanding[idx] -= 1
+        self._progress[idx] = time.monotonic()
+        bit = 1 << idx
+        if self._failed_mask & bit or add.acked & bit:
+            return
+        add.acked |= bit
+        add.count += 1
+        if add.count == self._aq and self._pending and self._pending[0] is add:
+            self._drain()
+
+    def _drain(self) -> None:
+        if self._changing:
+            return  # acks wait until the new ensemble is in the metadata
+        pending, aq = self._pending, self._aq
+        while pending and pending[0].count >= aq:
+            add = pending.popleft()
+            self.last_add_confirmed = add.entry_id
+            self.length += add.size
+            if not add.future.done():
+                add.future.set_result(add.entry_id)
+
+    def _fail(self, exc: LedgerError) -> None:
+        if self._error is not None:
+            return
+        self._error = exc
+        log.warning("ledger %d writer failed: %s", self.ledger_id, exc)
+        for add in self._pending:
+            if not add.future.done():
+                add.future.set_exception(type(exc)(str(exc)))
+                add.future.exception()  # pipelined callers may drop futures: no "never retrieved" noise
+        self._pending.clear()
+        self._stop_background()
+
+    def _stop_background(self) -> None:
+        current = asyncio.current_task()
+        for t in (self._watchdog, self._change_task):
+            if t is not None and t is not current:
+                t.cancel()
+        self._watchdog = None
+
+    # -- bookie failures and ensemble change -----------------------------------------------
+
+    async def _watch_stalls(self) -> None:
+        """Fail a bookie that has adds in flight but answered none for add_timeout. Runs only
+        while adds are in flight (an idle writer costs no wake-ups)."""
+        timeout = self._env.add_timeout
+        tick = min(timeout / 4, 0.25)
+        loop = asyncio.get_running_loop()
+        while True:
+            woke_due = loop.time() + tick
+            await asyncio.sleep(tick)
+            if not any(self._outstanding):
+                self._watchdog = None
+                return
+            now = time.monotonic()
+            if loop.time() - woke_due > tick:
+                # This process was not running (loop blocked, SIGSTOP): answers may be waiting
+                # unread in the sockets. Do not blame the bookies for our own pause.
+                self._progress = [now] * self._e
+                continue
+            for idx in range(self._e):
+                if self._outstanding[idx] and now - self._progress[idx] > timeout:
+                    self._bookie_failed(idx, TimeoutError(f"no add acknowledged for {timeout}s"))
+
+    def _bookie_failed(self, idx: int, exc: BaseException) -> None:
+        bit = 1 << idx
+        if self._error is not None or self._failed_mask & bit or self._closed:
+            return
+        addr = self.metadata.ensembles[-1][1][idx]
+        log.warning("ledger %d: bookie %s failed (%r), changing ensemble", self.ledger_id, addr, exc)
+        self._failed_mask |= bit
+        self._ever_failed.add(addr)
+        # Its copies of pending entries will not be in the new fragment: resend them later.
+        for add in self._pending:
+            if add.acked & bit:
+                add.acked &= ~bit
+                add.count -= 1
+        if self._change_task is None:
+            self._changing = True
+            self._change_task = asyncio.get_running_loop().create_task(self._change_ensemble())
+
+    async def _change_ensemble(self) -> None:
+        try:
+            attempts = 0
+            while self._failed_mask and self._error is None:
+                failed = [i for i in range(self._e) if self._failed_mask & (1 << i)]
+                md = self.metadata
+                ensemble = list(md.ensembles[-1][1])
+                kept: list[int] = []
+                try:
+                    bookies = await available_bookies(self._env.meta)
+                    live = {b.address for b in bookies}
+                    for i in failed:
+                        try:
+                            ensemble[i] = self._env.placement.replace_bookie(
+                                ensemble, i, md.write_quorum, bookies, exclude=self._ever_failed
+                            )
+                        except NotEnoughBookiesError:
+                            if ensemble[i] not in live:
+                                raise
+                            # No spare, but it is still registered (slow disk, restarting):
+                            # keep it and resend, rather than kill the ledger over a stall.
+                            kept.append(i)
+                except NotEnoughBookiesError as exc:
+                    attempts += 1
+                    if attempts >= _REPLACE_ATTEMPTS:
+                        self._fail(exc)
+                        return
+                    await asyncio.sleep(self._env.add_timeout / _REPLACE_ATTEMPTS)
+                    continue
+                if ensemble != md.ensembles[-1][1]:
+                    new_md = md.with_ensemble(self.last_add_confirmed + 1, ensemble)
+                    try:
+                        self.metadata = await self._env.cas_metadata(new_md)
+                    except MetadataVersionError:
+                        current = await self._env.read_metadata(self.ledger_id)
+                        if current.state != OPEN:
+                            self._fail(
+                                LedgerFencedError(f"ledger {self.ledger_id} is {current.state}: fenced")
+                            )
+                            return
+                        self.metadata = current
+                        continue
+                    log.info(
+                        "ledger %d: new fragment from %d on %s",
+                        self.ledger_id,
+                        new_md.ensembles[-1][0],
+                        ensemble,
+                    )
+                if kept:
+                    log.warning(
+                        "ledger %d: no spare bookie, retrying %s", self.ledger_id, [ensemble[i] for i in kept]
+                    )
+                    await asyncio.sleep(self._env.add_timeout / _REPLACE_ATTEMPTS)
+                for i in failed:
+                    self._gen[i] += 1
+                    self._outstanding[i] = 0
+                    self._conns[i] = self._env.bookies.get(ensemble[i])
+                    self._failed_mask &= ~(1 << i)
+                for add in self._pending:
+                    ws = self._write_sets[add.entry_id % self._e]
+                    for i in failed:
+                        if i in ws:
+                            self._send(add, i)
+        except LedgerError as exc:
+            self._fail(exc)
+        except Exception as exc:
+            self._fail(LedgerError(f"ensemble change failed: {exc!r}"))
+        finally:
+            self._changing = False
+            self._change_task = None
+            if self._error is None:
+                self._drain()
+
+    # -- close ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Wait for pending adds, then record the last entry id and length (CAS)."""
+        if self._closed:
+            if self._error is not None:
+                raise type(self._error)(str(self._error))
+            return
+        self._closing = True
+        while self._pending and self._error is None:
+            await asyncio.wait({self._pending[-1].future})
+        if self._error is not None:
+            self._closed = True
+            raise type(self._error)(str(self._error))
+        self._closed = True
+        self._stop_background()
+        md = self.metadata
+        while True:
+            closed = md.copy(state=CLOSED, last_entry_id=self.last_add_confirmed, length=self.length)
+            try:
+                self.metadata = await self._env.cas_metadata(closed)
+                return
+            except MetadataVersionError:
+                md = await self._env.read_metadata(self.ledger_id)
+                if md.state == CLOSED and md.last_entry_id == self.last_add_confirmed:
+                    self.metadata = md
+                    return
+                if md.state != OPEN:
+                    raise LedgerFencedError(
+                        f"ledger {self.ledger_id} was {md.state} by another client "
+                        f"(last entry {md.last_entry_id}, ours {self.last_add_confirmed})"
+                    ) from None
+
+    async def abort(self) -> None:
+        """Drop the handle without closing the ledger (for tests and shutdown paths): answers
+        to adds in flight are ignored and their futures never resolve."""
+        self._closing = self._closed = self._aborted = True
+        self._stop_background()

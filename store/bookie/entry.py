@@ -22,10 +22,13 @@ class EntryDigestError(ValueError):
     """An entry whose checksum or ids do not match."""
 
 
-def pack_entry(ledger_id: int, entry_id: int, lac: int, payload: bytes | memoryview) -> bytes:
+def pack_entry(
+    ledger_id: int, entry_id: int, lac: int, payload: bytes | memoryview, *, prefix: bytes = b""
+) -> bytes:
+    """The entry bytes; `prefix` goes before `payload` in the payload area (one copy in all)."""
     ids = _IDS.pack(ledger_id, entry_id, lac)
-    crc = crc32c.crc32c(payload, crc32c.crc32c(ids))
-    return b"".join((ids, struct.pack(">I", crc), payload))
+    crc = crc32c.crc32c(payload, crc32c.crc32c(prefix, crc32c.crc32c(ids)))
+    return b"".join((ids, struct.pack(">I", crc), prefix, payload))
 
 
 def unpack_entry(

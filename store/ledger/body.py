@@ -12,8 +12,9 @@ _LEN = struct.Struct(">q")
 BODY_OVERHEAD = _LEN.size
 
 
-def wrap(cumulative_length: int, payload: bytes | memoryview) -> bytes:
-    return _LEN.pack(cumulative_length) + payload
+def length_prefix(cumulative_length: int) -> bytes:
+    """The bytes that go before the user payload (pack_entry's prefix: no extra payload copy)."""
+    return _LEN.pack(cumulative_length)
 
 
 def unwrap(body: memoryview) -> tuple[int, memoryview]:

@@ -20,7 +20,7 @@ from typing import Any
 from store.bookie.entry import HEADER_SIZE, pack_entry
 from store.bookie.errors import FencedError
 from store.bookie.protocol import DEFAULT_MAX_FRAME
-from store.ledger.body import BODY_OVERHEAD, wrap
+from store.ledger.body import BODY_OVERHEAD, length_prefix
 from store.ledger.env import BookieConn, LedgerEnv
 from store.ledger.errors import (
     LedgerClosedError,
@@ -97,7 +97,9 @@ class LedgerWriter:
         eid = self._next_entry_id
         self._next_entry_id = eid + 1
         self._sent_length += len(payload)
-        packed = pack_entry(self.ledger_id, eid, self.last_add_confirmed, wrap(self._sent_length, payload))
+        packed = pack_entry(
+            self.ledger_id, eid, self.last_add_confirmed, payload, prefix=length_prefix(self._sent_length)
+        )
         add = _Add(eid, packed, len(payload), loop.create_future())
         self._pending.append(add)
         failed = self._failed_mask

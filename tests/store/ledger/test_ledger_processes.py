@@ -15,7 +15,7 @@ import pytest
 from store.bookie.client import BookieClient
 from store.bookie.entry import pack_entry, unpack_entry
 from store.ledger import LedgerClient, LedgerFencedError, ReadBeyondLacError
-from store.ledger.body import unwrap, wrap
+from store.ledger.body import length_prefix, unwrap
 from store.meta.api import MetaStore, open_meta
 
 pytestmark = pytest.mark.slow
@@ -251,7 +251,7 @@ async def test_recovery_races_and_partial_tail(bookie_cluster: Any, zk_meta: tup
     total = sum(len(_payload(i)) for i in range(10))
     # The writer died after sending entry 10 to one bookie only.
     bc = BookieClient(w.metadata.ensembles[0][1][2])
-    await bc.add(w.ledger_id, pack_entry(w.ledger_id, 10, 9, wrap(total + 4, b"tail")))
+    await bc.add(w.ledger_id, pack_entry(w.ledger_id, 10, 9, b"tail", prefix=length_prefix(total + 4)))
     await bc.close()
     await w.abort()
     clients = [LedgerClient(meta) for _ in range(3)]

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from store.ledger.body import unwrap, wrap
+from store.ledger.body import length_prefix, unwrap
 from store.ledger.errors import NotEnoughBookiesError
 from store.ledger.metadata import CLOSED, OPEN, LedgerMetadata
 from store.ledger.placement import BookieInfo, RackAwarePlacement, RandomPlacement, min_racks_per_write_quorum
@@ -154,7 +154,7 @@ def test_metadata_rejects_bad_quorums() -> None:
 
 
 def test_body_length_prefix() -> None:
-    body = wrap(123456789, b"payload")
+    body = length_prefix(123456789) + b"payload"
     length, payload = unwrap(memoryview(body))
     assert length == 123456789 and bytes(payload) == b"payload"
     with pytest.raises(ValueError):

@@ -16,7 +16,7 @@ from store.ledger import (
     NotEnoughBookiesError,
     ReadBeyondLacError,
 )
-from store.ledger.body import wrap
+from store.ledger.body import length_prefix
 from store.ledger.metadata import CLOSED
 from store.meta.api import MetaStore, open_meta
 from tests.store.ledger.memory_bookies import MemoryBookies
@@ -161,7 +161,7 @@ async def test_fencing_stops_writer_and_recovery_closes(meta: MetaStore, bookies
 async def _entry_on(
     bookies: MemoryBookies, addr: str, lid: int, eid: int, lac: int, payload: bytes, total: int
 ) -> None:
-    await bookies.get(addr).add(lid, pack_entry(lid, eid, lac, wrap(total, payload)))
+    await bookies.get(addr).add(lid, pack_entry(lid, eid, lac, payload, prefix=length_prefix(total)))
 
 
 async def test_recovery_empty_and_partial_tail(meta: MetaStore, bookies: MemoryBookies) -> None:

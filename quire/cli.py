@@ -18,7 +18,22 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--data-dir", default="./quire-data")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=9092)
-    s.add_argument("--bookies", type=int, default=1)
+    s.add_argument("--bookies", type=int, default=1, help="bookie child processes (E=WQ=min(N,3), AQ=min(N,2))")
+
+    g = sub.add_parser("gateway", help="run one Kafka gateway of a cluster")
+    g.add_argument("--meta", required=True, help="zk://host:port/chroot or embedded:///dir")
+    g.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on")
+    g.add_argument("--advertise", default=None, help="HOST:PORT clients are told (default: --listen)")
+    g.add_argument("--id", type=int, default=None, help="node id (default: allocated, stable per address)")
+    g.add_argument("--rack", default=None)
+    g.add_argument("--replication", default="3/3/2", help="E/WQ/AQ of partition ledgers (default 3/3/2)")
+    g.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
+    g.add_argument("--no-auto-create", action="store_true", help="auto.create.topics.enable=false")
+    g.add_argument("--data-dir", default=None, help="reported as the gateway's log dir")
+    g.add_argument(
+        "--session-timeout", type=float, default=10.0,
+        help="metadata-store session timeout in seconds: how fast a dead gateway's partitions move",
+    )
 
     b = sub.add_parser("bookie", help="run a storage node")
     b.add_argument("--dir", required=True, help="ledger storage directory")
@@ -27,17 +42,78 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--port", type=int, required=True)
     b.add_argument("--meta", required=True, help="embedded:///dir or zk://host:port/chroot")
     b.add_argument("--rack", default=None)
+    b.add_argument("--no-fsync", action="store_true", help="UNSAFE, benchmarks only: ack adds without fdatasync")
+    b.add_argument("--journal-batch-wait", type=float, default=None, help="seconds to gather a journal batch")
+    b.add_argument("--flush-interval", type=float, default=None, help="seconds between checkpoints")
+    b.add_argument("--write-cache-mb", type=float, default=None, help="write cache size; adds wait beyond it")
+
+    a = sub.add_parser("admin", help="inspect topics, ledgers and bookies", add_help=False)
+    a.add_argument("args", nargs=argparse.REMAINDER)
     return p
 
 
+def _split_admin(argv: list[str]) -> tuple[list[str], list[str]] | None:
+    """(global options, everything after "admin") when the command is admin: its arguments go
+    to gateway.admin.main untouched."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--log-level":
+            i += 2
+        elif a.startswith("-"):
+            i += 1
+        else:
+            return (argv[:i], argv[i + 1:]) if a == "admin" else None
+    return None
+
+
+def _hostport(value: str, what: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SystemExit(f"quire: {what} must be HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _gateway(args: argparse.Namespace) -> int:
+    from gateway.app import run_async, run_gateway
+    from gateway.config import GatewayConfig
+
+    host, port = _hostport(args.listen, "--listen")
+    adv_host, adv_port = _hostport(args.advertise, "--advertise") if args.advertise else (None, None)
+    try:
+        e, wq, aq = (int(x) for x in args.replication.split("/"))
+        config = GatewayConfig(
+            meta_url=args.meta, listen_host=host, listen_port=port, advertised_host=adv_host,
+            advertised_port=adv_port, node_id=args.id, rack=args.rack, data_dir=args.data_dir,
+            ensemble_size=e, write_quorum=wq, ack_quorum=aq, default_replication_factor=wq,
+            num_partitions=args.num_partitions, auto_create_topics=not args.no_auto_create,
+            meta_session_timeout_s=args.session_timeout,
+        )
+    except ValueError as err:
+        raise SystemExit(f"quire gateway: {err}") from None
+    run_async(run_gateway(config))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    split = _split_admin(argv)
+    args = parser.parse_args(argv if split is None else [*split[0], "admin"])
     from quire.logs import setup_logging
 
     setup_logging(args.log_level)
+    if split is not None:
+        from gateway.admin import main as admin_main
+
+        return admin_main(split[1])
+    if args.command == "gateway":
+        return _gateway(args)
     if args.command == "standalone":
-        # The gateway does not exist yet (issue M1 4 of 6): report the version and exit.
-        print(f"quire {__version__}: standalone gateway not built yet")
+        from gateway.app import run_async
+        from gateway.standalone import run_standalone
+
+        run_async(run_standalone(args.data_dir, args.host, args.port, args.bookies, log_level=args.log_level))
         return 0
     if args.command == "bookie":
         from store.bookie.server import run_bookie
@@ -49,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
             port=args.port,
             meta_url=args.meta,
             rack=args.rack,
+            no_fsync=args.no_fsync,
+            journal_batch_wait=args.journal_batch_wait,
+            flush_interval=args.flush_interval,
+            write_cache_mb=args.write_cache_mb,
         )
     raise AssertionError(args.command)
 

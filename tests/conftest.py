@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.support.zookeeper", "tests.support.bookies"]
+pytest_plugins = ["tests.support.zookeeper", "tests.support.bookies", "tests.support.gateway"]

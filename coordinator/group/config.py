@@ -1,0 +1,21 @@
+"""Group coordinator settings, with Kafka's broker config names and defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@dataclass
+class GroupConfig:
+    offsets_topic_partitions: int = 16  # offsets.topic.num.partitions (Kafka: 50)
+    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
+    max_size: int = 2**31 - 1  # group.max.size
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (7 days)
+    offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
+    new_member_join_timeout_ms: int = 300000  # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
+    load_wait_s: float = 10.0  # how long a request waits for a shard to load before LOAD_IN_PROGRESS

@@ -1,0 +1,220 @@
+"""The state one coordinator shard owns and how it reaches its log: the groups, the write path
+(every change acknowledged by the log before it is applied or answered) and the replay that
+rebuilds everything after a failover."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from coordinator.group.config import GroupConfig
+from coordinator.group.group import Group, GroupState, JoinResult, Member, OffsetAndMetadata, SyncResult
+from coordinator.group.records import (
+    GroupKey,
+    GroupValue,
+    MemberValue,
+    OffsetKey,
+    OffsetValue,
+    Record,
+    build_records_batch,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    iter_log_records,
+)
+from coordinator.group.shard_log import ShardLog, ShardLogError
+from kafka_wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ShardState:
+    def __init__(self, shard: int, shard_log: ShardLog, config: GroupConfig | None = None) -> None:
+        self.shard = shard
+        self.log = shard_log
+        self.config = config or GroupConfig()
+        self.groups: dict[str, Group] = {}
+        self.active = False
+        self._loop = asyncio.get_running_loop()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Replay the shard's log from its start and become active."""
+        values: dict[str, GroupValue | None] = {}
+        offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        async for chunk in self.log.replay():
+            for key, value in iter_log_records(chunk):
+                k = decode_key(key)
+                if isinstance(k, OffsetKey):
+                    per = offsets.setdefault(k.group, {})
+                    if value is None:
+                        per.pop((k.topic, k.partition), None)
+                    else:
+                        v = decode_offset_value(value)
+                        per[(k.topic, k.partition)] = OffsetAndMetadata(
+                            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+                        )
+                elif isinstance(k, GroupKey):
+                    values[k.group] = None if value is None else decode_group_value(value)
+        for gid in set(values) | set(offsets):
+            gv = values.get(gid)
+            offs = offsets.get(gid, {})
+            if gv is None and not offs:
+                continue
+            group = Group(gid)
+            group.offsets = offs
+            if gv is not None:
+                self._restore(group, gv)
+            self.groups[gid] = group
+        self.active = True
+        log.info("group shard %d loaded: %d groups", self.shard, len(self.groups))
+
+    def _restore(self, group: Group, gv: GroupValue) -> None:
+        group.generation_id = gv.generation
+        group.protocol_type = gv.protocol_type or None
+        group.protocol_name = gv.protocol
+        group.leader_id = gv.leader
+        group.state_timestamp = gv.current_state_timestamp
+        for mv in gv.members:
+            m = Member(
+                mv.member_id,
+                mv.group_instance_id,
+                mv.client_id,
+                mv.client_host,
+                mv.rebalance_timeout_ms,
+                mv.session_timeout_ms,
+                gv.protocol_type,
+                [(gv.protocol or "", mv.subscription)],
+                assignment=mv.assignment,
+            )
+            group.members[m.member_id] = m
+            if m.group_instance_id is not None:
+                group.static_members[m.group_instance_id] = m.member_id
+            self._schedule_heartbeat(group, m)
+        if group.members:
+            group.state = GroupState.STABLE
+            group.previous_state = GroupState.COMPLETING_REBALANCE
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members), None)
+
+    def unload(self) -> None:
+        """Ownership of the shard is gone: stop timers and send every waiting request away."""
+        self.active = False
+        for group in self.groups.values():
+            self._cancel_group_timers(group)
+            for m in group.members.values():
+                m.cancel_heartbeat()
+                m.complete_join(JoinResult(ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
+                m.complete_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+        self.groups.clear()
+        for t in list(self._tasks):
+            t.cancel()
+
+    def _cancel_group_timers(self, group: Group) -> None:
+        for h in (group.join_timer, group.sync_timer, *group.pending_members.values()):
+            if h is not None:
+                h.cancel()
+        group.join_timer = group.sync_timer = None
+
+    def _spawn(self, coro: object) -> None:
+        task: asyncio.Task[None] = self._loop.create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- writes ------------------------------------------------------------------------
+
+    async def _append(self, records: list[Record]) -> int:
+        """Append records; Kafka's mapping of a failed offsets-topic write to an error code."""
+        if not records:
+            return ErrorCode.NONE
+        try:
+            await self.log.append(build_records_batch(records))
+        except ShardLogError as e:
+            log.warning("group shard %d: write failed: %s", self.shard, e)
+            return ErrorCode.NOT_COORDINATOR if e.lost else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        except Exception:
+            log.exception("group shard %d: write failed", self.shard)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not self.active:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    def group_record(self, group: Group, assignment: dict[str, bytes]) -> Record:
+        members = [
+            MemberValue(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata(group.protocol_name),
+                assignment.get(m.member_id, b""),
+            )
+            for m in group.members.values()
+        ]
+        gv = GroupValue(
+            group.protocol_type or "",
+            group.generation_id,
+            group.protocol_name,
+            group.leader_id,
+            now_ms(),
+            members,
+        )
+        return encode_group_key(GroupKey(group.group_id)), encode_group_value(gv)
+
+    async def _store_group(self, group: Group, assignment: dict[str, bytes]) -> int:
+        return await self._append([self.group_record(group, assignment)])
+
+    @staticmethod
+    def offset_record(group_id: str, tp: tuple[str, int], om: OffsetAndMetadata | None) -> Record:
+        key = encode_offset_key(OffsetKey(group_id, tp[0], tp[1]))
+        if om is None:
+            return key, None
+        return key, encode_offset_value(
+            OffsetValue(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp)
+        )
+
+    # ---- heartbeats (used by both halves) ------------------------------------------------
+
+    def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+        member.cancel_heartbeat()
+        t = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        member.heartbeat_timer = self._loop.call_later(t / 1000, self._on_heartbeat_expired, group, member)
+
+    def _on_heartbeat_expired(self, group: Group, member: Member) -> None:
+        member.heartbeat_timer = None
+        if group.members.get(member.member_id) is not member:
+            return
+        if not member.is_new and (member.awaiting_join or member.awaiting_sync):
+            # Members waiting in a rebalance satisfy their heartbeats (Kafka's hasSatisfiedHeartbeat).
+            self._schedule_heartbeat(group, member)
+            return
+        log.info("group %s: member %s session expired", group.group_id, member.member_id)
+        self._remove_member_and_update(group, member)
+
+    def _remove_member_and_update(self, group: Group, member: Member) -> None:
+        raise NotImplementedError  # the membership half defines it
+
+    def _maybe_drop(self, group: Group) -> None:
+        """Forget a group that holds nothing (a failed first join or commit)."""
+        if (
+            group.is_(GroupState.EMPTY)
+            and not group.members
+            and not group.offsets
+            and not group.pending_members
+            and group.generation_id == 0
+            and self.groups.get(group.group_id) is group
+        ):
+            del self.groups[group.group_id]

@@ -1,0 +1,233 @@
+"""`quire admin`: read-only views of a cluster (or a standalone's data dir) for operators.
+
+    quire admin --meta zk://host:2181/quire topics list
+    quire admin --data-dir ./quire-data topics describe orders
+    quire admin --meta URL --json bookies list
+    quire admin --meta URL gateways list
+    quire admin topics list --meta URL      (options may also follow the subcommand)
+
+Reads the metadata store only; tables by default, --json for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.cluster import inspect
+from store.meta.api import MetaStore, open_meta
+
+
+def _common() -> argparse.ArgumentParser:
+    # Accepted before or after the subcommand (`quire admin topics list --meta URL`).
+    c = argparse.ArgumentParser(add_help=False)
+    c.add_argument(
+        "--meta", default=argparse.SUPPRESS, help="metadata store: zk://host:port/chroot or embedded:///dir"
+    )
+    c.add_argument(
+        "--data-dir", default=argparse.SUPPRESS, help="a standalone's data directory (its embedded store)"
+    )
+    c.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+    return c
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _common()
+    p = argparse.ArgumentParser(
+        prog="quire admin", description="inspect topics, gateways and bookies", parents=[common]
+    )
+    sub = p.add_subparsers(dest="what", required=True)
+    t = sub.add_parser("topics", help="topics and their partitions").add_subparsers(
+        dest="action", required=True
+    )
+    t.add_parser("list", help="every topic", parents=[common])
+    d = t.add_parser(
+        "describe", help="partitions: owner, leader epoch, offsets, ledgers and bookies", parents=[common]
+    )
+    d.add_argument("name")
+    b = sub.add_parser("bookies", help="storage nodes").add_subparsers(dest="action", required=True)
+    b.add_parser("list", help="address, rack, disk use, liveness", parents=[common])
+    g = sub.add_parser("gateways", help="live gateways").add_subparsers(dest="action", required=True)
+    g.add_parser("list", help="node ids, addresses, partitions owned", parents=[common])
+    return p
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = _parser()
+    args = p.parse_args(argv)
+    args.meta = getattr(args, "meta", None)
+    args.data_dir = getattr(args, "data_dir", None)
+    args.json = getattr(args, "json", False)
+    if (args.meta is None) == (args.data_dir is None):
+        p.error("give exactly one of --meta URL or --data-dir DIR")
+    return args
+
+
+def meta_url(args: argparse.Namespace) -> str:
+    if args.meta:
+        return str(args.meta)
+    return f"embedded://{os.path.abspath(os.path.join(args.data_dir, 'meta'))}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _render_topics(docs: list[dict[str, Any]]) -> str:
+    rows = [
+        (d["name"], d["topic_id"], d["partitions"], d["owned_partitions"], _configs(d["configs"]))
+        for d in docs
+    ]
+    return table(["TOPIC", "ID", "PARTITIONS", "OWNED", "CONFIGS"], rows)
+
+
+def _configs(configs: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(configs.items())) or "-"
+
+
+def _render_topic(doc: dict[str, Any]) -> str:
+    out = [
+        f"Topic: {doc['name']}  id: {doc['topic_id']}  partitions: {len(doc['partitions'])}  "
+        f"configs: {_configs(doc['configs'])}",
+        "",
+    ]
+    rows = []
+    for p in doc["partitions"]:
+        owner = f"{p['owner']} ({p['owner_address']})" if p["owner_address"] else p["owner"]
+        epochs = " ".join(f"{e}@{o}" for e, o in p["epochs"]) or None
+        rows.append(
+            (
+                p["partition"],
+                owner,
+                p["leader_epoch"],
+                p["log_start_offset"],
+                p["next_offset"],
+                _size(p["size"]),
+                len(p["ledgers"]),
+                epochs,
+            )
+        )
+    out.append(
+        table(["PARTITION", "OWNER", "EPOCH", "START", "END", "SIZE", "LEDGERS", "EPOCH_HISTORY"], rows)
+    )
+    lrows = []
+    for p in doc["partitions"]:
+        for lg in p["ledgers"]:
+            quorum = "/".join(map(str, lg.get("quorum", []))) or None
+            ens = "; ".join(f"{first}:{','.join(bk)}" for first, bk in lg["ensembles"]) or None
+            offsets = None if lg["first_offset"] is None else f"{lg['first_offset']}..{lg['next_offset']}"
+            lrows.append(
+                (
+                    p["partition"],
+                    lg["ledger_id"],
+                    lg["state"],
+                    lg["entries"],
+                    _size(lg["size"]),
+                    offsets,
+                    quorum,
+                    ens,
+                )
+            )
+    if lrows:
+        out += [
+            "",
+            table(
+                [
+                    "PARTITION",
+                    "LEDGER",
+                    "STATE",
+                    "ENTRIES",
+                    "SIZE",
+                    "OFFSETS",
+                    "E/WQ/AQ",
+                    "ENSEMBLES (first entry: bookies)",
+                ],
+                lrows,
+            ),
+        ]
+    return "\n".join(out)
+
+
+def _render_bookies(docs: list[dict[str, Any]]) -> str:
+    rows = [
+        (
+            d["address"],
+            "up" if d["alive"] else "down (cookie only)",
+            d["rack"],
+            _size(d["disk_used_bytes"]),
+            _size(d["disk_free_bytes"]),
+            d["instance_id"],
+        )
+        for d in docs
+    ]
+    return table(["BOOKIE", "STATUS", "RACK", "DISK_USED", "DISK_FREE", "INSTANCE"], rows)
+
+
+def _render_gateways(docs: list[dict[str, Any]]) -> str:
+    rows = [
+        (d["node_id"], d["address"], d["rack"], "yes" if d["controller"] else "", d["owned_partitions"])
+        for d in docs
+    ]
+    return table(["NODE", "ADDRESS", "RACK", "CONTROLLER", "PARTITIONS"], rows)
+
+
+async def _run(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str]:
+    """(exit code, JSON document, rendered table)."""
+    if args.what == "topics" and args.action == "list":
+        docs: Any = await inspect.list_topics(meta)
+        return 0, docs, _render_topics(docs)
+    if args.what == "topics" and args.action == "describe":
+        doc = await inspect.describe_topic(meta, args.name)
+        if doc is None:
+            return 1, {"error": f"unknown topic {args.name!r}"}, f"error: unknown topic {args.name!r}"
+        return 0, doc, _render_topic(doc)
+    if args.what == "bookies":
+        docs = await inspect.list_bookies(meta)
+        return 0, docs, _render_bookies(docs)
+    if args.what == "gateways":
+        docs = await inspect.list_gateways(meta)
+        return 0, docs, _render_gateways(docs)
+    raise AssertionError(args)
+
+
+async def _main(args: argparse.Namespace, url: str) -> int:
+    meta = open_meta(url)
+    await meta.start()
+    try:
+        code, doc, text = await _run(args, meta)
+    finally:
+        await meta.close()
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        print(text, file=sys.stdout if code == 0 else sys.stderr)
+    return code
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of `quire admin ...` (argv: the arguments after `admin`)."""
+    args = _parse(argv)
+    url = meta_url(args)
+    if url.startswith("embedded://") and not os.path.isdir(url[len("embedded://") :]):
+        # Opening would create an empty store: say what is wrong instead.
+        print(f"error: no metadata store at {url[len('embedded://') :]}", file=sys.stderr)
+        return 2
+    return asyncio.run(_main(args, url))

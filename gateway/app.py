@@ -1,0 +1,140 @@
+"""Assembles one gateway process: metadata store, ledger client, topic registry, cluster view,
+partition manager, producer ids and the Kafka server; runs it until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from gateway.cluster.membership import ClusterView, GatewayNode, allocate_node_id
+from gateway.cluster.partitions import PartitionManager
+from gateway.config import GatewayConfig
+from gateway.groups import GroupCoordinators
+from gateway.partition.producer_ids import ProducerIdAllocator
+from gateway.server import GatewayServer
+from gateway.services import GatewayServices
+from gateway.topics.registry import TopicRegistry
+from store.ledger.client import LedgerClient
+from store.managed.cache import EntryCache
+from store.meta.api import open_meta
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run on uvloop when it is installed."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+async def run_gateway(
+    config: GatewayConfig,
+    *,
+    stop: asyncio.Event | None = None,
+    on_ready: Callable[[GatewayServer], None] | None = None,
+) -> None:
+    """Run one gateway until `stop` is set (default: until SIGINT/SIGTERM), then shut down
+    cleanly: stop accepting, close connections, close partition logs and release their leases."""
+    if stop is None:
+        stop = asyncio.Event()
+        _install_signals(stop)
+    sock = _bind(config.listen_host, config.listen_port)
+    host, port = config.advertised(sock.getsockname()[1])
+    meta = open_meta(config.meta_url, session_timeout=config.meta_session_timeout_s)
+    await meta.start()
+    session_lost = False
+
+    def on_session_lost() -> None:
+        # Without a session this gateway's leases are gone and others own its partitions:
+        # it cannot be trusted as a member, so it leaves (a supervisor restarts it).
+        nonlocal session_lost
+        session_lost = True
+        log.error("metadata-store session lost: shutting the gateway down")
+        stop.set()
+
+    meta.add_session_listener(on_session_lost)
+    ledgers = LedgerClient(meta)
+    topics = TopicRegistry(meta)
+    cluster: ClusterView | None = None
+    partitions: PartitionManager | None = None
+    server: GatewayServer | None = None
+    services: GatewayServices | None = None
+    try:
+        await topics.start()
+        node_id = config.node_id if config.node_id is not None else await allocate_node_id(meta, host, port)
+        node = GatewayNode(node_id, host, port, config.rack)
+        cluster = ClusterView(meta, node, topics)
+        await cluster.start()
+        partitions = PartitionManager(
+            meta, ledgers, topics, cluster, node_id, cache=EntryCache(),
+            replication=(config.ensemble_size, config.write_quorum, config.ack_quorum),
+        )
+        await partitions.start()
+        services = GatewayServices(
+            node_id=node_id, config=config, meta=meta, ledgers=ledgers, topics=topics, cluster=cluster,
+            partitions=partitions, producer_ids=ProducerIdAllocator(meta),
+        )
+        # Started with the gateway, not on the first group request, so that committed offsets
+        # reach the cursors of partitions this gateway owns even if it coordinates no group.
+        services.groups = GroupCoordinators(services)
+        services.groups.start()
+        server = GatewayServer(services)
+        await server.start(sock)
+        log.info("gateway %d serving on %s:%d (advertised %s:%d)", node_id, config.listen_host, server.port,
+                 host, port)
+        if on_ready is not None:
+            on_ready(server)
+        await stop.wait()
+        log.info("gateway %d shutting down", node_id)
+    finally:
+        if server is not None:
+            await server.close(min(config.shutdown_grace_s, 5.0))
+        else:
+            sock.close()
+        if services is not None and services.groups is not None:
+            await _quietly(services.groups.close(), "closing group coordinators")
+        if partitions is not None:
+            await _quietly(partitions.close(), "closing partitions")
+        if cluster is not None:
+            await _quietly(cluster.close(), "leaving the cluster")
+        await _quietly(topics.close(), "closing the topic registry")
+        await _quietly(ledgers.close(), "closing the ledger client")
+        await _quietly(meta.close(), "closing the metadata store")
+    if session_lost:
+        raise SystemExit(3)
+
+
+async def _quietly(coro: Coroutine[Any, Any, Any], what: str) -> None:
+    try:
+        await coro
+    except Exception:
+        log.exception("%s failed", what)

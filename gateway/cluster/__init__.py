@@ -1,0 +1,1 @@
+"""Gateway cluster: membership, deterministic partition assignment, ownership leases."""

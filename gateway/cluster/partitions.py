@@ -1,0 +1,349 @@
+"""PartitionManager: opens the partitions this gateway should own, releases the others.
+
+Each gateway computes the same assignment (assignment.py) over the live gateways and takes the
+leases (leases.py) of the partitions assigned to it as they become free; partitions assigned
+elsewhere are handed over gracefully (close the log, then delete the lease) so that load
+rebalances when a gateway joins. When a gateway dies its leases vanish with its session and the
+survivors pick its partitions up. A request for a free partition assigned here acquires it on the
+spot, so the first produce to a brand-new topic needs no retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from gateway import paths
+from gateway.cluster import leases
+from gateway.cluster.assignment import assign_topic, assigned_node
+from gateway.handlers.registry import KafkaApiError
+from kafka_wire.errors import ErrorCode
+from store.meta.api import MetaError, MetaStore, NoNodeError, NotEmptyError
+
+if TYPE_CHECKING:
+    from gateway.cluster.membership import ClusterView
+    from gateway.partition.log import PartitionLog
+    from gateway.topics.registry import TopicInfo, TopicRegistry
+    from store.ledger.client import LedgerClient
+    from store.managed.cache import EntryCache
+
+log = logging.getLogger(__name__)
+
+Key = tuple[uuid.UUID, int]
+LogOpener = Callable[..., Awaitable["PartitionLog"]]
+
+RESYNC_INTERVAL = 5.0  # re-evaluate even without a watch event (a safety net)
+RETRY_BACKOFF = 1.0  # after an open failed or ownership was lost; doubles per failure
+MAX_BACKOFF = 30.0
+MAX_PARALLEL_OPENS = 8
+
+
+async def _default_opener(
+    meta: MetaStore,
+    ledgers: LedgerClient,
+    topic: TopicInfo,
+    partition: int,
+    *,
+    cache: EntryCache | None = None,
+    replication: tuple[int, int, int] | None = None,
+) -> PartitionLog:
+    from gateway.partition.log import PartitionLog
+
+    return await PartitionLog.open(meta, ledgers, topic, partition, cache=cache, replication=replication)
+
+
+class PartitionManager:
+    def __init__(
+        self,
+        meta: MetaStore,
+        ledgers: LedgerClient,
+        topics: TopicRegistry,
+        cluster: ClusterView,
+        node_id: int,
+        *,
+        cache: EntryCache | None = None,
+        replication: tuple[int, int, int] | None = None,
+        opener: LogOpener | None = None,
+    ) -> None:
+        """replication: (E, WQ, AQ) of new partition ledgers (the gateway's config); opener:
+        how a partition log is opened (default PartitionLog.open; tests substitute it)."""
+        self.meta = meta
+        self.ledgers = ledgers
+        self.topics = topics
+        self.cluster = cluster
+        self.node_id = node_id
+        self.cache = cache
+        self.replication = replication
+        self._open = opener or _default_opener
+        self._logs: dict[Key, PartitionLog] = {}
+        self._pending: dict[Key, asyncio.Task[PartitionLog | None]] = {}
+        self._releasing: dict[Key, asyncio.Task[None]] = {}
+        self._not_before: dict[Key, float] = {}
+        self._failures: dict[Key, int] = {}  # consecutive failed opens, for the back-off
+        self._dirty = asyncio.Event()
+        self._open_slots = asyncio.Semaphore(MAX_PARALLEL_OPENS)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._session_lost = False
+
+    # -- the gateway's questions ----------------------------------------------------------------
+
+    async def get(self, topic: TopicInfo, partition: int) -> PartitionLog:
+        """The open log of a partition this gateway owns (acquiring it now if it is free and
+        assigned here); NOT_LEADER_OR_FOLLOWER if another gateway owns or should own it."""
+        if not 0 <= partition < topic.partitions:
+            raise KafkaApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic.name}-{partition} does not exist"
+            )
+        key = (topic.topic_id, partition)
+        found = self._logs.get(key)
+        if found is not None:
+            return found
+        if self._closed or self._session_lost:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "gateway is shutting down")
+        pending = self._pending.get(key)
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                found = await asyncio.shield(pending)
+            if found is not None:
+                return found
+        holder = self.cluster.leader_of(topic.topic_id, partition)
+        if holder is not None and holder != self.node_id:
+            raise KafkaApiError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic.name}-{partition} is led by {holder}"
+            )
+        if holder is None:
+            assigned = assigned_node(topic.topic_id, topic.partitions, partition, self.cluster.live_ids())
+            if assigned != self.node_id:
+                raise KafkaApiError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic.name}-{partition} is assigned to {assigned}"
+                )
+        if key in self._releasing:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic.name}-{partition} is moving")
+        try:
+            found = await self._acquire(topic, partition)
+        except Exception as e:
+            raise KafkaApiError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"cannot open {topic.name}-{partition}: {e}"
+            ) from e
+        if found is None:
+            raise KafkaApiError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic.name}-{partition} is owned elsewhere"
+            )
+        return found
+
+    def owned(self) -> list[Key]:
+        """(topic id, partition) of every partition open here."""
+        return sorted(self._logs)
+
+    def log_of(self, topic_id: uuid.UUID, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic_id, partition))
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.cluster.add_listener(self._kick)
+        self.topics.add_listener(self._kick)
+        self.meta.add_session_listener(self._on_session_lost)
+        self._loop_task = asyncio.get_running_loop().create_task(self._run())
+        self._kick()
+
+    async def close(self) -> None:
+        """Close every log cleanly, then release its lease."""
+        self._closed = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        for t in list(self._pending.values()):
+            with contextlib.suppress(Exception):
+                await t
+        await asyncio.gather(*(self._release(k) for k in list(self._logs)), return_exceptions=True)
+        await asyncio.gather(*list(self._releasing.values()), return_exceptions=True)
+        for t in list(self._tasks):
+            t.cancel()
+
+    async def reconcile(self) -> None:
+        """One evaluation pass, waiting for the acquisitions and hand-overs it starts."""
+        await self._reconcile(wait=True)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _kick(self) -> None:
+        self._dirty.set()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _run(self) -> None:
+        while not self._closed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), RESYNC_INTERVAL)
+            self._dirty.clear()
+            if self._session_lost:
+                return
+            try:
+                await self._reconcile(wait=False)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("partition reconciliation failed")
+                await asyncio.sleep(RETRY_BACKOFF)
+                self._kick()
+
+    async def _reconcile(self, *, wait: bool) -> None:
+        topics = await self.topics.all()
+        live = self.cluster.live_ids()
+        wanted: dict[Key, TopicInfo] = {}
+        if self.node_id in live:
+            for t in topics:
+                for p, n in enumerate(assign_topic(t.topic_id, t.partitions, live)):
+                    if n == self.node_id:
+                        wanted[(t.topic_id, p)] = t
+        present = {t.topic_id for t in topics}
+        started: list[asyncio.Task[Any]] = []
+        for key in list(self._logs):
+            if key in wanted or key in self._releasing:
+                continue
+            deleted = key[0] not in present
+            if not deleted and self.node_id not in live:
+                continue  # not registered (yet): keep serving what we hold
+            started.append(self._start_release(key, delete=deleted))
+        now = time.monotonic()
+        for key, t in wanted.items():
+            if key in self._logs or key in self._pending or key in self._releasing:
+                continue
+            if self._not_before.get(key, 0.0) > now:
+                self._spawn(self._kick_later(self._not_before[key] - now))
+                continue
+            if self.cluster.leader_of(*key) not in (None, self.node_id):
+                continue  # the current owner hands it over when it sees the new assignment
+            started.append(self._spawn(self._acquire_quietly(t, key[1])))
+        if wait and started:
+            await asyncio.gather(*started, return_exceptions=True)
+
+    async def _kick_later(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._kick()
+
+    async def _acquire_quietly(self, topic: TopicInfo, partition: int) -> None:
+        with contextlib.suppress(Exception):  # logged by _do_acquire, retried after a back-off
+            await self._acquire(topic, partition)
+
+    async def _acquire(self, topic: TopicInfo, partition: int) -> PartitionLog | None:
+        key = (topic.topic_id, partition)
+        found = self._logs.get(key)
+        if found is not None:
+            return found
+        task = self._pending.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._do_acquire(topic, partition))
+            self._pending[key] = task
+            task.add_done_callback(lambda t: self._acquired(key, t))
+        return await asyncio.shield(task)
+
+    def _acquired(self, key: Key, task: asyncio.Task[PartitionLog | None]) -> None:
+        self._pending.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved: a failure was logged, and waiters got it
+
+    async def _do_acquire(self, topic: TopicInfo, partition: int) -> PartitionLog | None:
+        key = (topic.topic_id, partition)
+        async with self._open_slots:
+            if self._closed or self._session_lost:
+                return None
+            if not await leases.try_acquire(self.meta, topic.topic_id, partition, self.node_id):
+                return None
+            self.cluster.note_owner(topic.topic_id, partition, self.node_id)
+            try:
+                opened = await self._open(
+                    self.meta, self.ledgers, topic, partition, cache=self.cache, replication=self.replication
+                )
+            except BaseException as e:
+                failures = self._failures.get(key, 0)
+                self._failures[key] = failures + 1
+                log.warning(
+                    "opening %s-%d failed (attempt %d): %r",
+                    topic.name,
+                    partition,
+                    failures + 1,
+                    e,
+                    exc_info=failures == 0,
+                )
+                self._not_before[key] = time.monotonic() + min(MAX_BACKOFF, RETRY_BACKOFF * 2**failures)
+                with contextlib.suppress(MetaError):
+                    await leases.release(self.meta, topic.topic_id, partition)
+                self.cluster.note_owner(topic.topic_id, partition, None)
+                self._kick()  # retried once the back-off has passed
+                raise
+        self._not_before.pop(key, None)
+        self._failures.pop(key, None)
+        self._logs[key] = opened
+        self.cluster.note_owner(topic.topic_id, partition, self.node_id, opened.leader_epoch)
+        opened.add_lost_listener(lambda: self._on_lost(key, opened))
+        log.info(
+            "node %d now owns %s-%d (leader epoch %s)",
+            self.node_id,
+            topic.name,
+            partition,
+            opened.leader_epoch,
+        )
+        if self._closed:
+            await self._release(key)
+            return None
+        with contextlib.suppress(MetaError):
+            await leases.publish_epoch(
+                self.meta, topic.topic_id, partition, self.node_id, opened.leader_epoch
+            )
+        return opened
+
+    def _start_release(self, key: Key, *, delete: bool = False) -> asyncio.Task[None]:
+        task = self._releasing.get(key)
+        if task is None:
+            task = self._spawn(self._release(key, delete=delete))
+            self._releasing[key] = task
+            task.add_done_callback(lambda _: self._releasing.pop(key, None))
+        return task
+
+    async def _release(self, key: Key, *, delete: bool = False) -> None:
+        """Hand a partition over: close (or, for a deleted topic, delete) the log, then the lease."""
+        opened = self._logs.pop(key, None)
+        if opened is not None:
+            try:
+                await (opened.delete() if delete else opened.close())
+            except Exception:
+                log.exception("closing partition %s-%d failed", key[0], key[1])
+        with contextlib.suppress(MetaError):
+            await leases.release(self.meta, key[0], key[1])
+        self.cluster.note_owner(key[0], key[1], None)
+        self._kick()  # our own change: the lease watch will not report a difference
+        if delete:
+            # The last lease of a deleted topic takes its lease folder with it.
+            with contextlib.suppress(NoNodeError, NotEmptyError, MetaError):
+                await self.meta.delete(f"{paths.OWNERS}/{key[0].hex}")
+        else:
+            log.info("node %d handed over partition %s-%d", self.node_id, key[0], key[1])
+
+    def _on_lost(self, key: Key, lost: PartitionLog) -> None:
+        """The log was fenced by another owner (or failed): drop it and re-evaluate later."""
+        if self._logs.get(key) is not lost:
+            return
+        log.warning("node %d lost ownership of %s-%d", self.node_id, key[0], key[1])
+        self._not_before[key] = time.monotonic() + RETRY_BACKOFF
+        self._start_release(key)
+        self._kick()
+
+    def _on_session_lost(self) -> None:
+        """Our leases are gone with the session: stop serving every partition at once."""
+        self._session_lost = True
+        for key in list(self._logs):
+            self._start_release(key)

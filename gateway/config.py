@@ -1,0 +1,50 @@
+"""One gateway process's settings (Kafka broker config names in the comments)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class GatewayConfig:
+    meta_url: str = ""
+    meta_session_timeout_s: float = 10.0
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9092  # 0: any free port (the bound one is advertised)
+    advertised_host: str | None = None  # advertised.listeners; None: the listen address
+    advertised_port: int | None = None
+    node_id: int | None = None  # node.id; None: allocated via the metadata store
+    rack: str | None = None  # broker.rack
+    data_dir: str | None = None  # reported as the gateway's one log dir (DescribeLogDirs)
+    auto_create_topics: bool = True  # auto.create.topics.enable
+    num_partitions: int = 1  # num.partitions
+    default_replication_factor: int = 1  # default.replication.factor (reported; E/WQ/AQ decide)
+    delete_topic_enable: bool = True  # delete.topic.enable
+    # Ledger replication of partition logs; a topic's min.insync.replicas raises AQ (up to WQ).
+    ensemble_size: int = 1
+    write_quorum: int = 1
+    ack_quorum: int = 1
+    socket_request_max_bytes: int = 104857600  # socket.request.max.bytes
+    message_max_bytes: int = 1048588  # message.max.bytes (default max.message.bytes of topics)
+    max_inflight_requests: int = 256  # per connection, before reading pauses
+    shutdown_grace_s: float = 10.0
+    # Consumer groups (Kafka's names); None: Kafka's default. QUIRE_OFFSETS_TOPIC_PARTITIONS and
+    # QUIRE_GROUP_<NAME>_MS environment variables override them (gateway/groups.py).
+    offsets_topic_partitions: int | None = None  # offsets.topic.num.partitions (Quire: 16)
+    group_initial_rebalance_delay_ms: int | None = None  # group.initial.rebalance.delay.ms
+    group_min_session_timeout_ms: int | None = None  # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int | None = None  # group.max.session.timeout.ms
+
+    def __post_init__(self) -> None:
+        if not self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1:
+            raise ValueError(f"need E >= WQ >= AQ >= 1, got {self.ensemble_size}/{self.write_quorum}/{self.ack_quorum}")
+        if self.num_partitions < 1:
+            raise ValueError("num_partitions must be >= 1")
+
+    def advertised(self, bound_port: int | None = None) -> tuple[str, int]:
+        """The address clients are told to use (bound_port: the port actually listened on)."""
+        host = self.advertised_host or self.listen_host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        port = self.advertised_port or bound_port or self.listen_port
+        return host, port

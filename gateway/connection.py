@@ -1,0 +1,288 @@
+"""One client connection: size-prefixed frames in, handlers run concurrently, responses out in
+request order (Kafka's pipelining contract).
+
+Frames are read with BufferedProtocol: small frames are parsed out of one reusable receive
+buffer (copied once, so handlers own a writable bytearray), a frame larger than that buffer is
+read straight into its own bytearray. A size below 0 or above socket.request.max.bytes closes
+the connection, as Kafka does; so does any request we cannot decode. Bad input only ever ends
+its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import struct
+from typing import TYPE_CHECKING, cast
+
+from gateway.context import RequestContext
+from gateway.dispatch import (
+    API_VERSIONS_KEY,
+    CloseConnection,
+    Reply,
+    decode_body,
+    encode_reply,
+    error_body,
+    unexpected_error,
+    version_range,
+)
+from gateway.handlers.registry import HANDLERS, Buffer, HandlerSpec, KafkaApiError
+from kafka_wire.errors import ErrorCode
+from kafka_wire.exceptions import DecodeError
+from kafka_wire.frames import decode_request_header
+from kafka_wire.messages.api_versions import ApiVersionsResponse
+from kafka_wire.messages.request_header import RequestHeader
+from kafka_wire.primitives import EncodeError
+
+if TYPE_CHECKING:
+    from gateway.server import GatewayServer
+
+log = logging.getLogger(__name__)
+
+_RECV_BUF = 256 * 1024
+_I32 = struct.Struct(">i")
+
+
+class _Slot:
+    """One request's place in the response order."""
+
+    __slots__ = ("close", "done", "reply", "size")
+
+    def __init__(self, size: int) -> None:
+        self.done = False
+        self.reply: Reply | None = None
+        self.close = False
+        self.size = size
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    def __init__(self, server: GatewayServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._rbuf = bytearray(_RECV_BUF)
+        self._rpos = 0  # first unparsed byte
+        self._rend = 0  # end of received data
+        self._big: bytearray | None = None  # a frame too large for _rbuf, being filled
+        self._big_filled = 0
+        self._pending: collections.deque[_Slot] = collections.deque()
+        self._pending_bytes = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._reading_paused = False
+        self._write_paused = False
+        self._max_frame = server.config.socket_request_max_bytes
+        self._max_inflight = server.config.max_inflight_requests
+        self._close_when_drained = False
+        self._draining = False
+        self._doomed = False
+        self._idle = asyncio.Event()  # set while no request awaits its response
+        self._idle.set()
+
+    # -- transport callbacks --
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = f"{peer[0]}:{peer[1]}"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self.server.connections.discard(self)
+        for t in list(self._tasks):
+            t.cancel()
+        self._pending.clear()
+        self._idle.set()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def eof_received(self) -> bool | None:
+        # Half-closed by the client: answer what is pending, then close.
+        if not self._pending:
+            return None
+        self._close_when_drained = True
+        return True
+
+    def close(self) -> None:
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def stop_reading(self) -> None:
+        """For shutdown: take no new requests; those in flight still get their answers."""
+        self._draining = True
+        if self.transport is not None and not self._closing:
+            self.transport.pause_reading()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    def abort(self, why: str) -> None:
+        if not self._closing:
+            log.info("closing connection from %s: %s", self.peer, why)
+        self._closing = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- framing --
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled:]
+        if self._rend == len(self._rbuf):
+            # Compact: the partial frame at _rpos fits (bigger ones go to _big).
+            n = self._rend - self._rpos
+            self._rbuf[0:n] = self._rbuf[self._rpos:self._rend]
+            self._rpos, self._rend = 0, n
+        return memoryview(self._rbuf)[self._rend:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._closing or self._doomed:
+            return
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                frame, self._big = self._big, None
+                self._on_frame(frame)
+            return
+        self._rend += nbytes
+        self._parse()
+
+    def _parse(self) -> None:
+        buf = self._rbuf
+        while not (self._closing or self._doomed):
+            avail = self._rend - self._rpos
+            if avail < 4:
+                break
+            (size,) = _I32.unpack_from(buf, self._rpos)
+            if size < 0 or size > self._max_frame:
+                self.abort(f"invalid request size {size} (socket.request.max.bytes={self._max_frame})")
+                return
+            if avail - 4 >= size:
+                start = self._rpos + 4
+                frame = buf[start:start + size]
+                self._rpos = start + size
+                self._on_frame(frame)
+                continue
+            if size + 4 > len(buf):
+                have = avail - 4
+                big = bytearray(size)
+                big[0:have] = buf[self._rpos + 4:self._rend]
+                self._big, self._big_filled = big, have
+                self._rpos = self._rend = 0
+            break
+        if self._rpos == self._rend:
+            self._rpos = self._rend = 0
+
+    # -- requests --
+
+    def _on_frame(self, frame: bytearray) -> None:
+        slot = _Slot(len(frame))
+        self._idle.clear()
+        self._pending.append(slot)
+        self._pending_bytes += slot.size
+        try:
+            header, pos = decode_request_header(memoryview(frame))
+        except DecodeError as e:
+            self._fail(slot, f"bad request header: {e}")
+            return
+        spec = HANDLERS.get(header.api_key)
+        versions = version_range(spec) if spec is not None else None
+        if header.api_key == API_VERSIONS_KEY and (versions is None or header.api_version > versions[1]):
+            # Kafka (KIP-511) answers a too-new ApiVersions at v0, listing only ApiVersions' own
+            # range so the client retries with a version we know.
+            lo, hi = versions if versions is not None else (0, 0)
+            body = ApiVersionsResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION), api_keys=[
+                ApiVersionsResponse.ApiVersion(api_key=API_VERSIONS_KEY, min_version=lo, max_version=hi)])
+            slot.reply = encode_reply(API_VERSIONS_KEY, 0, header.correlation_id, body)
+            self._finish(slot)
+            return
+        if spec is None or versions is None or not versions[0] <= header.api_version <= versions[1]:
+            self._fail(slot, f"unsupported api key {header.api_key} version {header.api_version}")
+            return
+        task = asyncio.get_running_loop().create_task(self._run(slot, spec, header, frame, pos))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self._update_reading()
+
+    async def _run(self, slot: _Slot, spec: HandlerSpec, header: RequestHeader, frame: bytearray, pos: int) -> None:
+        key, version = header.api_key, header.api_version
+        try:
+            body = decode_body(spec, version, frame, pos)
+            ctx = RequestContext(key, version, header.correlation_id, header.client_id, self.peer,
+                                 self.server.services)
+            try:
+                resp = await spec.fn(ctx, body)
+            except KafkaApiError as e:
+                resp = error_body(key, version, e.error_code, e.message)
+            except (CloseConnection, asyncio.CancelledError):
+                raise
+            except Exception as e:
+                err = unexpected_error(key, e)
+                resp = error_body(key, version, err.error_code, err.message)
+            slot.reply = None if resp is None else encode_reply(key, version, header.correlation_id, resp)
+        except (CloseConnection, DecodeError, EncodeError) as e:
+            slot.close = True
+            log.info("closing connection from %s: api %d v%d: %s", self.peer, key, version, e)
+        except asyncio.CancelledError:
+            return
+        except Exception:  # an encoding bug must not take the server down
+            log.exception("request api %d v%d from %s failed", key, version, self.peer)
+            slot.close = True
+        self._finish(slot)
+
+    def _fail(self, slot: _Slot, why: str) -> None:
+        log.info("closing connection from %s: %s", self.peer, why)
+        slot.close = True
+        self._doomed = True  # read no further requests: the connection closes after earlier answers
+        self._finish(slot)
+
+    def _finish(self, slot: _Slot) -> None:
+        slot.done = True
+        if self._closing:
+            return
+        out: list[Buffer] = []
+        close = False
+        pending = self._pending
+        while pending and pending[0].done:
+            s = pending.popleft()
+            self._pending_bytes -= s.size
+            if s.reply is not None:
+                out.extend(s.reply.buffers)
+            if s.close:
+                close = True
+                break
+        if not pending:
+            self._idle.set()
+        assert self.transport is not None
+        if out:
+            self.transport.writelines(out)
+        if close or (self._close_when_drained and not pending):
+            # Later requests are dropped, as Kafka drops a closed channel's queue.
+            self._closing = True
+            for t in list(self._tasks):
+                t.cancel()
+            self.transport.close()
+            return
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self._closing or self._draining or self.transport is None:
+            return
+        want_pause = (self._write_paused or len(self._pending) >= self._max_inflight
+                      or self._pending_bytes > self._max_frame)
+        if want_pause != self._reading_paused:
+            self._reading_paused = want_pause
+            if want_pause:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()

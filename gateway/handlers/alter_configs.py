@@ -1,0 +1,134 @@
+"""AlterConfigs (v0-2, replaces a topic's overrides) and IncrementalAlterConfigs (v0-1,
+SET / DELETE / APPEND / SUBTRACT). Broker configs are static: altering them is refused."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from gateway.context import RequestContext
+from gateway.handlers.registry import KafkaApiError, handler
+from gateway.topics.configs import TOPIC_CONFIGS, ConfigType
+from gateway.topics.naming import invalid_reason
+from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from kafka_wire.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _err(code: ErrorCode, msg: str) -> KafkaApiError:
+    return KafkaApiError(int(code), msg)
+
+
+def _check_resource(ctx: RequestContext, rtype: int, rname: str) -> None:
+    if rtype == TOPIC:
+        reason = invalid_reason(rname)
+        if reason is not None:
+            raise _err(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        return
+    if rtype in (BROKER, BROKER_LOGGER):
+        raise _err(ErrorCode.INVALID_REQUEST, "Quire's broker configs are static (set on the command line); "
+                   "dynamic broker configs are not supported")
+    raise _err(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
+
+
+async def _alter_topic(ctx: RequestContext, name: str, mutate: Callable[[dict[str, str]], dict[str, str]],
+                       validate_only: bool) -> None:
+    if await ctx.services.topics.get(name) is None:
+        raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    await ctx.services.topics.modify_configs(name, mutate, validate_only=validate_only)
+
+
+def _replace_with(new: dict[str, str]) -> Callable[[dict[str, str]], dict[str, str]]:
+    return lambda _old: dict(new)
+
+
+def _duplicates(resources: list[tuple[int, str]]) -> set[tuple[int, str]]:
+    return {k for k, n in Counter(resources).items() if n > 1}
+
+
+@handler(33)
+async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    Resp = AlterConfigsResponse.AlterConfigsResourceResponse
+    dups = _duplicates([(r.resource_type, r.resource_name) for r in req.resources])
+    out = []
+    for r in req.resources:
+        try:
+            if (r.resource_type, r.resource_name) in dups:
+                raise _err(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
+            _check_resource(ctx, r.resource_type, r.resource_name)
+            new: dict[str, str | None] = {c.name: c.value for c in r.configs}
+            if None in new.values():
+                bad = next(k for k, v in new.items() if v is None)
+                raise _err(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {bad}")
+            replaced = {k: v for k, v in new.items() if v is not None}
+            await _alter_topic(ctx, r.resource_name, _replace_with(replaced), req.validate_only)
+            out.append(Resp(error_message=None, resource_type=r.resource_type, resource_name=r.resource_name))
+        except KafkaApiError as e:
+            out.append(Resp(error_code=e.error_code, error_message=e.message, resource_type=r.resource_type,
+                            resource_name=r.resource_name))
+    return AlterConfigsResponse(responses=out)
+
+
+def _incremental(ops: list[IncrementalAlterConfigsRequest.AlterableConfig]) -> Callable[[dict[str, str]], dict[str, str]]:
+    dup = [k for k, n in Counter(c.name for c in ops).items() if n > 1]
+    if dup:
+        raise _err(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(dup)}")
+    for c in ops:
+        defn = TOPIC_CONFIGS.get(c.name)
+        if defn is None:
+            raise _err(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        if c.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+            raise _err(ErrorCode.INVALID_REQUEST, f"Unknown alter configs operation {c.config_operation}")
+        if c.config_operation in (APPEND, SUBTRACT) and defn.type != ConfigType.LIST:
+            op = "append" if c.config_operation == APPEND else "subtract"
+            raise _err(ErrorCode.INVALID_CONFIG, f"Config value {op} is not allowed for config key: {c.name}")
+        if c.config_operation != DELETE and c.value is None:
+            raise _err(ErrorCode.INVALID_CONFIG, f"Null value not supported for : {c.name}")
+
+    def mutate(current: dict[str, str]) -> dict[str, str]:
+        out = dict(current)
+        for c in ops:
+            if c.config_operation == DELETE:
+                out.pop(c.name, None)
+                continue
+            assert c.value is not None
+            if c.config_operation == SET:
+                out[c.name] = c.value
+                continue
+            old = out.get(c.name, TOPIC_CONFIGS[c.name].default)
+            items = [x.strip() for x in old.split(",") if x.strip()]
+            given = [x.strip() for x in c.value.split(",") if x.strip()]
+            if c.config_operation == APPEND:
+                items += [x for x in given if x not in items]
+            else:
+                items = [x for x in items if x not in given]
+            out[c.name] = ",".join(items)
+        return out
+
+    return mutate
+
+
+@handler(44)
+async def incremental_alter_configs(
+    ctx: RequestContext, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    Resp = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    dups = _duplicates([(r.resource_type, r.resource_name) for r in req.resources])
+    out = []
+    for r in req.resources:
+        try:
+            if (r.resource_type, r.resource_name) in dups:
+                raise _err(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
+            _check_resource(ctx, r.resource_type, r.resource_name)
+            await _alter_topic(ctx, r.resource_name, _incremental(r.configs), req.validate_only)
+            out.append(Resp(error_message=None, resource_type=r.resource_type, resource_name=r.resource_name))
+        except KafkaApiError as e:
+            out.append(Resp(error_code=e.error_code, error_message=e.message, resource_type=r.resource_type,
+                            resource_name=r.resource_name))
+    return IncrementalAlterConfigsResponse(responses=out)

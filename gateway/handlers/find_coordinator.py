@@ -1,0 +1,48 @@
+"""FindCoordinator (v0-6, batched keys v4+): a group's coordinator is the gateway owning its
+shard of __consumer_offsets."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.context import RequestContext
+from gateway.groups import coordinators
+from gateway.handlers.registry import KafkaApiError, handler
+from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+KEY_GROUP, KEY_TRANSACTION, KEY_SHARE = 0, 1, 2
+Coordinator = FindCoordinatorResponse.Coordinator
+
+
+async def _one(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    def fail(code: int, msg: str) -> Coordinator:
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=msg)
+
+    if key_type == KEY_TRANSACTION:
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet")
+    if key_type != KEY_GROUP:
+        return fail(ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}")
+    try:
+        node = await coordinators(ctx.services).find(key)
+    except KafkaApiError as e:
+        return fail(e.error_code, e.message or str(e))
+    return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=0, error_message=None)
+
+
+@handler(FindCoordinatorRequest.API_KEY)
+async def find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    v = ctx.api_version
+    key_type = req.key_type if v >= 1 else KEY_GROUP
+    keys = list(req.coordinator_keys) if v >= 4 else [req.key]
+    found = list(await asyncio.gather(*(_one(ctx, k, key_type) for k in keys)))
+    if v >= 4:
+        return FindCoordinatorResponse(coordinators=found)
+    c = found[0]
+    return FindCoordinatorResponse(
+        error_code=c.error_code,
+        error_message=c.error_message if v >= 1 else None,
+        node_id=c.node_id,
+        host=c.host,
+        port=c.port,
+    )

@@ -1,0 +1,60 @@
+"""ListOffsets (v1-11): earliest, latest, by timestamp (index, not scan), max timestamp,
+earliest-local and the tiered specials as Kafka answers them without remote storage."""
+
+from __future__ import annotations
+
+from gateway.context import RequestContext
+from gateway.handlers.registry import KafkaApiError, handler
+from gateway.partition.log import PartitionLog
+from gateway.partition.lookup import TopicCache
+from kafka_wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+
+LIST_OFFSETS = 2
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+
+TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
+PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+async def lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
+    """(timestamp, offset, leader epoch) for one ListOffsets query."""
+    if ts == LATEST:
+        return -1, plog.high_watermark, plog.leader_epoch
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        start = plog.log_start_offset
+        return -1, start, plog.epoch_for_offset(start)
+    if ts == MAX_TIMESTAMP:
+        mts, off = await plog.max_timestamp()
+        return mts, off, plog.epoch_for_offset(off) if off >= 0 else -1
+    if ts < 0:  # LATEST_TIERED, EARLIEST_PENDING_UPLOAD: nothing is tiered
+        return -1, -1, -1
+    found = await plog.offset_for_timestamp(ts)
+    if found is None:
+        return -1, -1, -1
+    return found[0], found[1], plog.epoch_for_offset(found[1])
+
+
+@handler(LIST_OFFSETS)
+async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    cache = TopicCache(ctx.services)
+    out = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                _, plog = await cache.log(t.name, p.partition_index)
+                plog.check_leader_epoch(p.current_leader_epoch)
+                ts, off, epoch = await lookup(plog, p.timestamp)
+            except KafkaApiError as e:
+                parts.append(PartitionResponse(partition_index=p.partition_index, error_code=int(e.error_code),
+                                               timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            parts.append(PartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=ts,
+                                           offset=off, leader_epoch=epoch))
+        out.append(TopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(topics=out)

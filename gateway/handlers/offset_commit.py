@@ -1,0 +1,59 @@
+"""OffsetCommit (v2-9; v10 addresses topics by id, for the consumer protocol not built yet)."""
+
+from __future__ import annotations
+
+import time
+
+from coordinator.group.group import OffsetAndMetadata
+from gateway.context import RequestContext
+from gateway.groups import group_coordinator, partition_exists
+from gateway.handlers.registry import KafkaApiError, handler
+from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+
+RTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+RPartition = OffsetCommitResponse.OffsetCommitResponsePartition
+
+
+@handler(OffsetCommitRequest.API_KEY, max_version=9)
+async def offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    v = ctx.api_version
+    now = int(time.time() * 1000)
+    retention = req.retention_time_ms if 2 <= v <= 4 else -1
+    errors: dict[tuple[str, int], int] = {}
+    wanted: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if not await partition_exists(ctx, t.name, p.partition_index):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            wanted[tp] = OffsetAndMetadata(
+                p.committed_offset,
+                p.committed_leader_epoch if v >= 6 else -1,
+                p.committed_metadata or "",
+                now,
+                now + retention if retention >= 0 else -1,
+            )
+    if wanted:
+        try:
+            coord = await group_coordinator(ctx, req.group_id)
+            errors.update(
+                await coord.commit_offsets(
+                    req.group_id, req.generation_id_or_member_epoch, req.member_id, req.group_instance_id, wanted
+                )
+            )
+        except KafkaApiError as e:
+            errors.update(dict.fromkeys(wanted, e.error_code))
+    return OffsetCommitResponse(
+        topics=[
+            RTopic(
+                name=t.name,
+                partitions=[
+                    RPartition(partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )

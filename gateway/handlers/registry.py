@@ -1,0 +1,65 @@
+"""How Kafka API handlers plug into the server: one decorator, one table.
+
+A handler is `async def h(ctx: RequestContext, request) -> response | None`. By default
+`request` is the generated message object (kafka_wire.messages) decoded at ctx.api_version and
+the response is a generated message object, encoded by the server. With raw_request=True the
+handler gets the request body as a writable memoryview (for the zero-copy produce path); a
+handler may return RawResponse to hand over an already-encoded body (the fetch path). Returning
+None sends nothing (Produce with acks=0). Raising KafkaApiError makes the server answer with
+that error code in the response's top-level error field when the API has one, and otherwise
+close the connection (as Kafka does for requests it cannot answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.context import RequestContext
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass
+class RawResponse:
+    """A response body (after the response header) already encoded, as buffers to write."""
+
+    buffers: Sequence[Buffer]
+
+
+class KafkaApiError(Exception):
+    def __init__(self, error_code: int, message: str = "") -> None:
+        super().__init__(message or f"Kafka error {error_code}")
+        self.error_code = error_code
+        self.message = message
+
+
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    api_key: int
+    fn: Handler
+    raw_request: bool
+    min_version: int | None  # None: the schema's lowest valid version
+    max_version: int | None  # None: the schema's highest stable version
+
+
+HANDLERS: dict[int, HandlerSpec] = {}
+
+
+def handler(
+    api_key: int, *, raw_request: bool = False, min_version: int | None = None, max_version: int | None = None
+) -> Callable[[Handler], Handler]:
+    """Register the decorated coroutine as the handler of `api_key` (one per key)."""
+
+    def deco(fn: Handler) -> Handler:
+        if api_key in HANDLERS:
+            raise RuntimeError(f"two handlers for API key {api_key}: {HANDLERS[api_key].fn} and {fn}")
+        HANDLERS[api_key] = HandlerSpec(api_key, fn, raw_request, min_version, max_version)
+        return fn
+
+    return deco

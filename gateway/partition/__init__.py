@@ -1,0 +1,1 @@
+"""Kafka partitions over segmented logs: offsets, indexes, producer state, leader epochs."""

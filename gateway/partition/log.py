@@ -1,0 +1,598 @@
+"""A Kafka partition over a segmented log (DESIGN.md "Offsets").
+
+Each produced batch gets the partition's next offset and the leader epoch patched in place
+and is appended as one log entry; offsets are dense. Appends are sequenced synchronously (no
+await between the offset assignment and ManagedLog.append), so the event loop is the partition
+lock. The high watermark moves when the ack quorum confirms an entry, in order.
+
+State kept in the log's metadata (one node, compare-and-set by the owner):
+- ledger properties: each finished ledger's offset/timestamp index (gateway/partition/index.py);
+- log properties: leader epoch and its history, the DeleteRecords log start offset, a
+  producer-state snapshot and a next-offset checkpoint.
+Opening (an owner change) rebuilds what the previous owner did not persist by reading only the
+entries no index covers (normally the recovered tail ledger), then bumps the leader epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import struct
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.handlers.registry import KafkaApiError
+from gateway.partition.config import fallback_replication, log_config_for
+from gateway.partition.epochs import EpochHistory
+from gateway.partition.index import NO_TIMESTAMP, LedgerIndex, OffsetIndex
+from gateway.partition.keys import L_EPOCH, L_EPOCHS, L_NEXT, L_PRODUCERS, L_START
+from gateway.partition.producers import BatchMeta, ProducerStateError, ProducerStates
+from gateway.partition.recovery import rebuild
+from gateway.paths import partition_log_name
+from kafka_wire.errors import ErrorCode
+from kafka_wire.records import InvalidBatch, RecordBatch, TimestampType, validate_produce_records
+from store.managed.cache import EntryCache
+from store.managed.errors import ManagedLogError
+from store.managed.log import ManagedLog
+from store.managed.metadata import LogMetadata
+from store.managed.names import log_path
+from store.managed.position import Position
+from store.meta.api import MetaStore, NoNodeError
+
+if TYPE_CHECKING:
+    from gateway.topics.registry import TopicInfo
+    from store.managed.ledgers import LedgerClientLike
+
+log = logging.getLogger(__name__)
+
+
+_q = struct.Struct(">q").unpack_from
+_i = struct.Struct(">i").unpack_from
+READ_ENTRIES = 1000
+SCAN_BYTES = 8 << 20
+__all__ = ["L_EPOCH", "L_EPOCHS", "L_NEXT", "L_PRODUCERS", "L_START", "AppendResult", "PartitionLog"]
+_POS_CACHE = 64
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms
+Buffer = bytes | memoryview
+
+
+def batch_offsets(data: bytes | memoryview) -> tuple[int, int]:
+    """(base offset, last offset) of a stored batch."""
+    base = _q(data, 0)[0]
+    return base, base + _i(data, 23)[0]
+
+
+def _not_leader(msg: str) -> KafkaApiError:
+    return KafkaApiError(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), msg)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    base_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(frozen=True)
+class ProducerInfo:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+
+
+class PartitionLog:
+    """One owned Kafka partition. Create with `await PartitionLog.open(...)`."""
+
+    def __init__(self, ml: ManagedLog, topic: TopicInfo, partition: int) -> None:
+        self.ml = ml
+        self.topic = topic
+        self.partition = partition
+        self.leader_epoch = 0
+        self.epochs = EpochHistory()
+        self.producers = ProducerStates()
+        self._index = OffsetIndex()
+        self._next = 0  # next offset to assign
+        self._hw = 0  # offset after the last confirmed entry
+        self._log_start = 0  # DeleteRecords low watermark (the index may start earlier)
+        self._pending: dict[int, asyncio.Future[AppendResult]] = {}  # base offset -> append
+        self._positions: OrderedDict[int, Position] = OrderedDict()  # next offset -> position
+        self._waiters: set[asyncio.Future[None]] = set()
+        self._lost_listeners: list[Callable[[], None]] = []
+        self._persist_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._lost = False
+        ml.add_ownership_listener(self._on_ml_lost)
+
+    # ---- opening ------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        meta: MetaStore,
+        ledgers: LedgerClientLike,
+        topic: TopicInfo,
+        partition: int,
+        *,
+        cache: EntryCache | None = None,
+        replication: tuple[int, int, int] | None = None,
+    ) -> PartitionLog:
+        """Take ownership of the partition's segmented log: recover its tail, rebuild the
+        indexes and producer state the previous owner did not persist, bump the leader epoch.
+        `replication` = (E, WQ, AQ) for new ledgers (default: as stored, else LogConfig's)."""
+        name = partition_log_name(topic.topic_id, partition)
+        stored = None
+        with contextlib.suppress(NoNodeError):
+            data, _ = await meta.get(log_path(name))
+            stored = LogMetadata.from_bytes(data).config
+        if replication is None and stored is None:
+            replication = await fallback_replication(meta)
+        cfg = log_config_for(topic, replication=replication, stored=stored)
+        holder: list[PartitionLog] = []
+
+        def on_new_ledger() -> dict[str, str]:
+            if holder:
+                holder[0]._on_roll()
+            return {}
+
+        ml = await ManagedLog.open(meta, ledgers, name, config=cfg, cache=cache, new_ledger_props=on_new_ledger)
+        self = cls(ml, topic, partition)
+        holder.append(self)
+        try:
+            await self._recover()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await ml.close()
+            raise
+        return self
+
+    async def _recover(self) -> None:
+        ml = self.ml
+        props = ml.properties
+        state = await rebuild(ml, f"{self.topic.name}-{self.partition}")
+        self._index, self.producers = state.index, state.producers
+        nxt = state.next_offset
+        self._next = self._hw = nxt
+        self._log_start = int(props.get(L_START, "0"))
+        for idx in state.rebuilt:
+            idx.compact()
+            await ml.set_ledger_properties(idx.ledger_id, dict(idx.to_props()))
+        self.epochs = EpochHistory.from_text(props.get(L_EPOCHS))
+        self.leader_epoch = max(int(props.get(L_EPOCH, "-1")), self.epochs.latest) + 1
+        self.epochs.assign(self.leader_epoch, nxt)
+        await ml.set_properties(
+            {
+                L_EPOCH: str(self.leader_epoch),
+                L_EPOCHS: self.epochs.to_text(),
+                L_NEXT: str(nxt),
+                L_PRODUCERS: self.producers.snapshot(nxt),
+            }
+        )
+
+    # ---- state ---------------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._hw
+
+    @property
+    def log_start_offset(self) -> int:
+        self._index.drop_before(self.ml.start.ledger_id)
+        first = self._index.ledgers[0].first_offset if self._index.ledgers else self._hw
+        return min(max(self._log_start, first), self._hw)
+
+    @property
+    def lost(self) -> bool:
+        return self._lost
+
+    def update_topic(self, topic: TopicInfo) -> None:
+        """Apply changed topic configs (segment.*, retention.*, min.insync.replicas) to the log."""
+        if topic is self.topic or topic == self.topic:
+            return
+        self.topic = topic
+        cur = self.ml.config
+        self.ml.config = log_config_for(
+            topic, replication=(cur.ensemble_size, cur.write_quorum, cur.ack_quorum), stored=cur
+        )
+
+    def add_lost_listener(self, cb: Callable[[], None]) -> None:
+        """`cb()` is called once when this handle stops serving: ownership lost (another
+        gateway fenced it) or a write failure. Reopen the partition to continue."""
+        self._lost_listeners.append(cb)
+
+    def _on_ml_lost(self, exc: ManagedLogError) -> None:
+        if self._lost:
+            return
+        self._lost = True
+        log.warning("partition %s-%d lost: %s", self.topic.name, self.partition, exc)
+        self._wake()
+        for cb in self._lost_listeners:
+            try:
+                cb()
+            except Exception:
+                log.exception("lost listener failed")
+
+    def _check_serving(self) -> None:
+        if self._lost or self._closing or self.ml.fenced:
+            raise _not_leader(f"partition {self.topic.name}-{self.partition} is not served here any more")
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Kafka's check of a request's current_leader_epoch (-1: not given)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise KafkaApiError(int(ErrorCode.FENCED_LEADER_EPOCH), "the request's leader epoch is older")
+        raise KafkaApiError(int(ErrorCode.UNKNOWN_LEADER_EPOCH), "the request's leader epoch is newer")
+
+    # ---- produce -------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: memoryview | bytearray | None,
+        *,
+        api_version: int,
+        max_message_bytes: int,
+        log_append_time: bool,
+        timestamp_before_max_ms: int | None = None,
+        timestamp_after_max_ms: int | None = None,
+    ) -> asyncio.Future[AppendResult]:
+        """Validate, sequence and append one partition's produce data (patched in place, so
+        `records` must be writable). The future resolves once the ack quorum has the batch;
+        KafkaApiError (raised here or set on the future) carries the partition's error."""
+        self._check_serving()
+        try:
+            batch = validate_produce_records(records, api_version)
+        except InvalidBatch as e:
+            raise KafkaApiError(int(e.error_code), str(e)) from None
+        h = batch.header()
+        size = batch.size
+        if size > max_message_bytes:
+            raise KafkaApiError(
+                int(ErrorCode.MESSAGE_TOO_LARGE),
+                f"the batch is {size} bytes, more than max.message.bytes {max_message_bytes}",
+            )
+        if not log_append_time and (timestamp_before_max_ms is not None or timestamp_after_max_ms is not None):
+            self._check_timestamps(h[7], h[8], timestamp_before_max_ms, timestamp_after_max_ms)
+        lod, pid, pepoch, first_seq = h[6], h[9], h[10], h[11]
+        loop = asyncio.get_running_loop()
+        last_seq = -1
+        if pid >= 0:
+            last_seq = (first_seq + lod) % (1 << 31)
+            try:
+                dup = self.producers.check(pid, pepoch, first_seq, last_seq)
+            except ProducerStateError as e:
+                raise KafkaApiError(int(e.error_code), str(e)) from None
+            if dup is not None:
+                return self._duplicate(dup)
+        base = self._next
+        batch.set_base_offset(base)
+        batch.set_partition_leader_epoch(self.leader_epoch)
+        append_time = -1
+        max_ts = h[8]
+        if log_append_time:
+            append_time = max_ts = _now_ms()
+            batch.set_log_append_time(append_time)
+        nxt = base + lod + 1
+        self._next = nxt
+        if pid >= 0:
+            self.producers.update(pid, pepoch, BatchMeta(first_seq, last_seq, base, nxt - 1, max_ts), _now_ms())
+        out: asyncio.Future[AppendResult] = loop.create_future()
+        self._pending[base] = out
+        fut = self.ml.append(bytes(batch.memoryview()))
+        fut.add_done_callback(functools.partial(self._on_confirmed, base, nxt, max_ts, append_time, out))
+        return out
+
+    @staticmethod
+    def _check_timestamps(base_ts: int, max_ts: int, before_max: int | None, after_max: int | None) -> None:
+        """message.timestamp.before/after.max.ms, checked on the batch's first and max
+        timestamps (Kafka checks every record; the hot path reads no records)."""
+        now = _now_ms()
+        if after_max is not None and max_ts - now > after_max:
+            raise KafkaApiError(int(ErrorCode.INVALID_TIMESTAMP),
+                                f"timestamp {max_ts} is more than {after_max} ms ahead of the broker's clock")
+        if before_max is not None and 0 <= base_ts and now - base_ts > before_max:
+            raise KafkaApiError(int(ErrorCode.INVALID_TIMESTAMP),
+                                f"timestamp {base_ts} is more than {before_max} ms behind the broker's clock")
+
+    def _duplicate(self, dup: BatchMeta) -> asyncio.Future[AppendResult]:
+        """Kafka answers a resent batch with the original's offsets, once that is durable."""
+        pending = self._pending.get(dup.first_offset)
+        if pending is not None:
+            return pending
+        out: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        out.set_result(AppendResult(dup.first_offset, -1, self.log_start_offset))
+        return out
+
+    def _on_confirmed(
+        self,
+        base: int,
+        nxt: int,
+        max_ts: int,
+        append_time: int,
+        out: asyncio.Future[AppendResult],
+        f: asyncio.Future[Position],
+    ) -> None:
+        self._pending.pop(base, None)
+        if f.cancelled() or f.exception() is not None:
+            if not out.done():
+                out.set_exception(_not_leader(f"append failed: {f.exception() if not f.cancelled() else 'cancelled'}"))
+            return
+        pos = f.result()
+        finished = self._index.add(pos.ledger_id, pos.entry_id, base, nxt, max_ts)
+        self._hw = nxt
+        if finished is not None:
+            self._spawn(self._persist(finished))
+        if not out.done():
+            out.set_result(AppendResult(base, append_time, self.log_start_offset))
+        if self._waiters:
+            self._wake()
+
+    def _spawn(self, coro: object) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_roll(self) -> None:
+        """A rollover started: once it is done, the previous ledger's index is final."""
+        self._spawn(self._after_roll())
+
+    async def _after_roll(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.ml.flush()
+        last = self._index.last
+        if last is not None and last.dense and last.ledger_id != self.ml.current_ledger_id and not self._lost:
+            last.compact()
+            await self._persist(last)
+
+    async def _persist(self, idx: LedgerIndex | None) -> None:
+        """Persist a finished ledger's index, then a producer snapshot up to the HW."""
+        async with self._persist_lock:
+            try:
+                if idx is not None:
+                    await self.ml.set_ledger_properties(idx.ledger_id, dict(idx.to_props()))
+                hw = self._hw
+                self.producers.expire(_now_ms() - PRODUCER_ID_EXPIRATION_MS)
+                await self.ml.set_properties({L_PRODUCERS: self.producers.snapshot(hw), L_NEXT: str(hw)})
+            except ManagedLogError as e:
+                log.info("partition %s-%d: could not persist state: %r", self.topic.name, self.partition, e)
+            except Exception:
+                log.exception("partition %s-%d: could not persist state", self.topic.name, self.partition)
+
+    # ---- waiting for data ----------------------------------------------------------------
+
+    def add_waiter(self, fut: asyncio.Future[None]) -> None:
+        """`fut` gets a result at the next confirmed append (or when the partition is lost)."""
+        self._waiters.add(fut)
+
+    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def _check_fetch_offset(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self._hw:
+            raise KafkaApiError(
+                int(ErrorCode.OFFSET_OUT_OF_RANGE),
+                f"offset {offset} is outside [{self.log_start_offset}, {self._hw}]",
+            )
+
+    def _start_position(self, offset: int) -> Position:
+        pos = self._positions.get(offset)
+        if pos is not None:
+            return pos
+        found = self._index.find(offset)
+        if found is None:
+            return self.ml.start
+        return Position(found[0], found[1])
+
+    def _remember(self, offset: int, pos: Position) -> None:
+        self._positions[offset] = pos
+        self._positions.move_to_end(offset)
+        while len(self._positions) > _POS_CACHE:
+            self._positions.popitem(last=False)
+
+    async def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> list[Buffer]:
+        """Stored batches from the one holding `offset`, as Kafka's log read: whole batches
+        while they fit in max_bytes (with `min_one`, the first even if it alone is larger),
+        then the cut-off start of the next one. OFFSET_OUT_OF_RANGE outside [start, HW]."""
+        self._check_serving()
+        self._check_fetch_offset(offset)
+        out: list[Buffer] = []
+        if offset >= self._hw or (max_bytes <= 0 and not min_one):
+            return out
+        total = 0
+        pos = self._start_position(offset)
+        last_pos: Position | None = None
+        next_off = offset
+        done = False
+        while not done:
+            want = max(max_bytes - total, 1)
+            entries = await self.ml.read(pos, READ_ENTRIES, want)
+            if not entries:
+                break
+            for e in entries:
+                d = e.data
+                last = batch_offsets(d)[1]
+                if last < offset:
+                    continue
+                n = len(d)
+                if total + n > max_bytes and not (min_one and not out):
+                    room = max_bytes - total
+                    if room > 0:
+                        out.append(memoryview(d)[:room])
+                    done = True
+                    break
+                out.append(d)
+                total += n
+                last_pos = e.position
+                next_off = last + 1
+                if total >= max_bytes:
+                    done = True
+                    break
+            pos = self.ml.next_position(entries[-1].position)
+        if last_pos is not None and next_off < self._hw:
+            self._remember(next_off, self.ml.next_position(last_pos))
+        return out
+
+    async def _batch_at(self, ledger_id: int, entry_id: int, pred: Callable[[RecordBatch], bool]) -> RecordBatch | None:
+        """The first batch from (ledger, entry) on satisfying pred (a bounded forward scan)."""
+        pos = Position(ledger_id, entry_id)
+        while True:
+            entries = await self.ml.read(pos, READ_ENTRIES, SCAN_BYTES)
+            if not entries:
+                return None
+            for e in entries:
+                b = RecordBatch(e.data)
+                if pred(b):
+                    return b
+            pos = self.ml.next_position(entries[-1].position)
+
+    async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after `ts`, as Kafka's
+        fetchOffsetByTimestamp; None when every record is older."""
+        self._check_serving()
+        self.log_start_offset  # noqa: B018 - drops deleted ledgers from the index
+        start = self._log_start
+        found = self._index.find_timestamp(ts)
+        if found is None:
+            return None
+        b = await self._batch_at(found[0], found[1], lambda b: b.max_timestamp >= ts and b.last_offset >= start)
+        if b is None:
+            return None
+        if b.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            return b.max_timestamp, max(b.base_offset, start)
+        base, first_ts = b.base_offset, b.base_timestamp
+        for r in b.records():
+            off, rts = base + r.offset_delta, first_ts + r.timestamp_delta
+            if rts >= ts and off >= start:
+                return rts, off
+        return None
+
+    async def max_timestamp(self) -> tuple[int, int]:
+        """(max timestamp, offset of the first record holding it), (-1, -1) when empty."""
+        self._check_serving()
+        self.log_start_offset  # noqa: B018
+        ts, base = self._index.max_timestamp()
+        if ts == NO_TIMESTAMP or base < 0:
+            return -1, -1
+        found = self._index.find(base)
+        if found is None:
+            return -1, -1
+        b = await self._batch_at(found[0], found[1], lambda b: b.base_offset == base)
+        if b is None or b.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            return ts, base
+        for r in b.records():
+            if b.base_timestamp + r.timestamp_delta == ts:
+                return ts, base + r.offset_delta
+        return ts, base
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch that wrote `offset` (-1 if unknown)."""
+        out = -1
+        for e, o in self.epochs.entries:
+            if o <= offset:
+                out = e
+        return out
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self._hw)
+
+    # ---- DeleteRecords ---------------------------------------------------------------------
+
+    async def position_of(self, offset: int) -> Position:
+        """The position of the entry holding `offset` (< HW)."""
+        pos = self._start_position(offset)
+        while True:
+            entries = await self.ml.read(pos, READ_ENTRIES, SCAN_BYTES)
+            if not entries:
+                return self.ml.next_position(self.ml.last_confirmed)
+            for e in entries:
+                if batch_offsets(e.data)[1] >= offset:
+                    return e.position
+            pos = self.ml.next_position(entries[-1].position)
+
+    async def delete_records(self, offset: int) -> int:
+        """Move the log start offset to `offset` (-1: the HW), deleting whole ledgers before
+        it. Returns the new low watermark."""
+        self._check_serving()
+        if offset == -1:
+            offset = self._hw
+        if offset < 0 or offset > self._hw:
+            raise KafkaApiError(
+                int(ErrorCode.OFFSET_OUT_OF_RANGE),
+                f"cannot delete records before {offset}: the high watermark is {self._hw}",
+            )
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        if offset >= self._hw:
+            pos = self.ml.next_position(self.ml.last_confirmed)
+        else:
+            pos = await self.position_of(offset)
+        try:
+            await self.ml.set_properties({L_START: str(offset)})
+            self._log_start = offset
+            await self.ml.truncate_before(pos)
+        except ManagedLogError as e:
+            raise _not_leader(str(e)) from None
+        self._positions.clear()
+        # as Kafka: producers with nothing left in the log are forgotten
+        for pid in [p for p, e in self.producers.producers.items() if e.batches and e.batches[-1].last_offset < offset]:
+            del self.producers.producers[pid]
+        return self.log_start_offset
+
+    # ---- producers ---------------------------------------------------------------------------
+
+    def active_producers(self) -> list[ProducerInfo]:
+        return [
+            ProducerInfo(p.producer_id, p.epoch, p.last_seq, p.last_timestamp)
+            for p in self.producers.producers.values()
+        ]
+
+    # ---- closing ---------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop serving, settle appends, persist indexes and producer state, close the log
+        cleanly so the next owner needs no recovery reads."""
+        if self._closing:
+            return
+        self._closing = True
+        self._wake()
+        with contextlib.suppress(Exception):
+            await self.ml.flush()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if not self._lost and not self.ml.fenced:
+            await self._persist(self._index.last)
+        await self.ml.close()
+
+    async def delete(self) -> None:
+        """Delete the partition's data (topic deletion)."""
+        self._closing = True
+        self._wake()
+        await self.ml.delete()
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic.name}-{self.partition}, epoch={self.leader_epoch}, "
+            f"start={self._log_start}, hw={self._hw})"
+        )

@@ -1,0 +1,84 @@
+"""Rebuilding a partition's in-memory state when its log is opened by a new owner.
+
+Indexes of finished ledgers come from their properties; entries no index covers (normally the
+tail ledger the previous owner never finished, recovered by ManagedLog.open) are read once to
+index them. Producer state is the last snapshot plus a replay of the batches after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from gateway.partition.index import LedgerIndex, OffsetIndex
+from gateway.partition.keys import L_NEXT, L_PRODUCERS, L_START
+from gateway.partition.producers import BatchMeta, ProducerStates
+from kafka_wire.records import RecordBatch
+from store.managed.log import ManagedLog
+from store.managed.position import Position
+
+log = logging.getLogger(__name__)
+
+READ_ENTRIES = 1000
+SCAN_BYTES = 8 << 20
+
+
+@dataclass
+class Rebuilt:
+    index: OffsetIndex
+    producers: ProducerStates
+    next_offset: int
+    rebuilt: list[LedgerIndex] = field(default_factory=list)  # indexes to persist
+
+
+async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
+    """The state of an opened log (all ledgers but the new current one are closed)."""
+    props = ml.properties
+    producers, snap_upto = ProducerStates.from_snapshot(props.get(L_PRODUCERS))
+    index = OffsetIndex()
+    rebuilt: list[LedgerIndex] = []
+    scan: Position | None = None  # the first entry no persisted index covers
+    for li in ml.ledgers[:-1]:
+        if li.entries <= 0:
+            continue
+        idx = None if scan is not None else LedgerIndex.from_props(li.ledger_id, li.props)
+        if idx is not None:
+            index.append_ledger(idx)
+            if idx.count < li.entries:
+                rebuilt.append(idx)
+                scan = Position(li.ledger_id, idx.count)
+        elif scan is None:
+            scan = Position(li.ledger_id, 0)
+    start = scan
+    if index.last is not None and snap_upto < index.last.next_offset:
+        found = index.find(max(snap_upto, index.ledgers[0].first_offset))
+        if found is not None:
+            start = Position(found[0], found[1])
+    if start is not None:
+        log.info("partition %s: replaying from %s (producer snapshot up to %d)", what, start, snap_upto)
+        now = int(time.time() * 1000)
+        pos = start
+        while True:
+            entries = await ml.read(pos, READ_ENTRIES, SCAN_BYTES)
+            entries = [e for e in entries if e.position.ledger_id != ml.current_ledger_id]
+            if not entries:
+                break
+            for e in entries:
+                h = RecordBatch(e.data).header()
+                base, nxt = h[0], h[0] + h[6] + 1
+                if scan is not None and e.position >= scan:
+                    cur = index.last
+                    if cur is None or cur.ledger_id != e.position.ledger_id:
+                        cur = LedgerIndex(e.position.ledger_id, base)
+                        index.append_ledger(cur)
+                        rebuilt.append(cur)
+                    cur.add(e.position.entry_id, base, nxt, h[8])
+                if base >= snap_upto and h[9] >= 0:
+                    last_seq = (h[11] + h[6]) % (1 << 31)
+                    # replayed producers count as active now: expiry restarts after an owner change
+                    producers.update(h[9], h[10], BatchMeta(h[11], last_seq, base, nxt - 1, h[8]), now)
+            pos = ml.next_position(entries[-1].position)
+    nxt = index.last.next_offset if index.last is not None else 0
+    nxt = max(nxt, int(props.get(L_NEXT, "0")), int(props.get(L_START, "0")))
+    return Rebuilt(index, producers, nxt, rebuilt)

@@ -1,0 +1,38 @@
+"""The components one gateway process is made of, handed to every handler via the context.
+
+Each is built by its own subsystem; this module only names them so handlers can reach them:
+- topics (gateway/topics/): Kafka topics, their ids, partition counts and configs, kept in the
+  metadata store;
+- cluster (gateway/cluster/): live gateways, partition ownership leases, who leads what;
+- partitions (gateway/cluster/): the PartitionLog of each partition this gateway owns;
+- producer_ids (gateway/partition/): producer id allocation for InitProducerId;
+- groups (gateway/groups.py): the consumer-group coordinators of the shards this gateway owns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway.cluster.membership import ClusterView
+    from gateway.cluster.partitions import PartitionManager
+    from gateway.config import GatewayConfig
+    from gateway.groups import GroupCoordinators
+    from gateway.partition.producer_ids import ProducerIdAllocator
+    from gateway.topics.registry import TopicRegistry
+    from store.ledger.client import LedgerClient
+    from store.meta.api import MetaStore
+
+
+@dataclass
+class GatewayServices:
+    node_id: int
+    config: GatewayConfig
+    meta: MetaStore
+    ledgers: LedgerClient
+    topics: TopicRegistry
+    cluster: ClusterView
+    partitions: PartitionManager
+    producer_ids: ProducerIdAllocator
+    groups: GroupCoordinators | None = None

@@ -1,0 +1,1 @@
+"""Kafka topics: names, configs and the registry kept in the metadata store."""

@@ -1,0 +1,338 @@
+"""The Kafka topics of the cluster, kept in the metadata store and cached from watches.
+
+Layout (gateway/paths.py): TOPICS/<name> holds JSON {topic_id, partitions, configs, created_ms}
+and is the authority; TOPIC_IDS/<uuid hex> maps an id back to its name. Every gateway keeps a
+cache refreshed by one-shot watches (re-armed by a single refresh task), so Metadata answers
+come from memory; a cache miss reads the store, so a topic created on another gateway a moment
+ago is found at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gateway import paths
+from gateway.handlers.registry import KafkaApiError
+from gateway.topics import configs as cfg
+from gateway.topics.naming import collision_key, invalid_reason
+from kafka_wire.errors import ErrorCode
+from store.meta.api import (
+    BadVersionError,
+    EventType,
+    MetaError,
+    MetaStore,
+    NodeExistsError,
+    NoNodeError,
+    WatchEvent,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_PARTITIONS = 10_000  # a sanity cap: Kafka has none, but one request must not create millions
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # explicit overrides only
+
+    def config(self, key: str) -> str:
+        """Effective value: the override, else Kafka's default."""
+        return cfg.effective(self.configs, key)
+
+    def config_int(self, key: str) -> int:
+        return int(self.config(key))
+
+    def to_bytes(self, created_ms: int | None = None) -> bytes:
+        doc = {"topic_id": self.topic_id.hex, "partitions": self.partitions, "configs": self.configs,
+               "created_ms": created_ms if created_ms is not None else int(time.time() * 1000)}
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, name: str, data: bytes) -> TopicInfo:
+        doc = json.loads(data)
+        return cls(name=name, topic_id=uuid.UUID(hex=doc["topic_id"]), partitions=int(doc["partitions"]),
+                   configs={str(k): str(v) for k, v in doc.get("configs", {}).items()})
+
+
+def _err(code: ErrorCode, msg: str) -> KafkaApiError:
+    return KafkaApiError(int(code), msg)
+
+
+def check_name(name: str | None) -> str:
+    reason = invalid_reason(name)
+    if reason is not None:
+        raise _err(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    assert name is not None
+    return name
+
+
+def check_configs(configs: dict[str, str | None]) -> dict[str, str]:
+    try:
+        return cfg.validate_configs(configs)
+    except cfg.ConfigError as e:
+        raise _err(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+
+class TopicRegistry:
+    def __init__(self, meta: MetaStore) -> None:
+        self._meta = meta
+        self._by_name: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self._stale: set[str] = set()  # names whose data watch fired (or never read)
+        self._watched: set[str] = set()  # names with a data watch outstanding
+        self._children_watched = False
+        self._kick = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle --
+
+    async def start(self) -> None:
+        for p in (paths.TOPICS, paths.TOPIC_IDS):
+            with contextlib.suppress(NodeExistsError):
+                await self._meta.create(p, make_parents=True)
+        await self._refresh()
+        self._task = asyncio.create_task(self._refresh_loop(), name="topic-registry")
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def add_listener(self, cb: Callable[[], None]) -> None:
+        """cb() runs whenever any topic is created, deleted or changed (by any gateway)."""
+        self._listeners.append(cb)
+
+    # -- reads --
+
+    async def get(self, name: str) -> TopicInfo | None:
+        info = self._by_name.get(name)
+        if info is not None or invalid_reason(name) is not None:
+            return info
+        info = await self._read(name)
+        if info is not None and name not in self._by_name:
+            self._put(info)
+            self._stale.add(name)  # arm its watch
+            self._kick.set()
+        return info
+
+    async def get_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        info = self._by_id.get(topic_id)
+        if info is not None:
+            return info
+        try:
+            data, _ = await self._meta.get(paths.topic_id(topic_id))
+        except NoNodeError:
+            return None
+        info = await self.get(data.decode())
+        return info if info is not None and info.topic_id == topic_id else None
+
+    async def all(self) -> list[TopicInfo]:
+        return sorted(self._by_name.values(), key=lambda t: t.name)
+
+    def cached(self) -> list[TopicInfo]:
+        return sorted(self._by_name.values(), key=lambda t: t.name)
+
+    # -- writes --
+
+    async def create(
+        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False
+    ) -> TopicInfo:
+        check_name(name)
+        if partitions < 1:
+            raise _err(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+        if partitions > MAX_PARTITIONS:
+            raise _err(ErrorCode.INVALID_PARTITIONS, f"Number of partitions {partitions} is above the limit of "
+                                                     f"{MAX_PARTITIONS} per topic.")
+        overrides = check_configs(dict(configs or {}))
+        if await self._meta.exists(paths.topic(name)) is not None:
+            raise _err(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        key = collision_key(name)
+        for other in await self._meta.children(paths.TOPICS):
+            if other != name and collision_key(other) == key:
+                raise _err(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
+        info = TopicInfo(name=name, topic_id=uuid.uuid4(), partitions=partitions, configs=overrides)
+        if validate_only:
+            return info
+        try:
+            await self._meta.create(paths.topic(name), info.to_bytes(), make_parents=True)
+        except NodeExistsError:
+            raise _err(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
+        with contextlib.suppress(NodeExistsError):
+            await self._meta.create(paths.topic_id(info.topic_id), name.encode(), make_parents=True)
+        self._put(info)
+        self._fire()
+        return info
+
+    async def delete(self, name: str) -> TopicInfo:
+        """Remove the topic's metadata (its partition logs are deleted by the caller)."""
+        while True:
+            info, version = await self._read_versioned(name)
+            try:
+                await self._meta.delete(paths.topic(name), version)
+                break
+            except BadVersionError:
+                continue
+            except NoNodeError:
+                raise self._unknown(name) from None
+        with contextlib.suppress(NoNodeError):
+            await self._meta.delete(paths.topic_id(info.topic_id))
+        self._drop(name)
+        self._fire()
+        return info
+
+    async def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> TopicInfo:
+        def mutate(info: TopicInfo) -> TopicInfo:
+            if total < info.partitions:
+                raise _err(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {info.partitions} partitions, "
+                                                         f"which is higher than the requested {total}.")
+            if total == info.partitions:
+                raise _err(ErrorCode.INVALID_PARTITIONS, f"Topic already has {info.partitions} partitions.")
+            if total > MAX_PARTITIONS:
+                raise _err(ErrorCode.INVALID_PARTITIONS, f"Number of partitions {total} is above the limit of "
+                                                         f"{MAX_PARTITIONS} per topic.")
+            return TopicInfo(info.name, info.topic_id, total, info.configs)
+
+        return await self._update(name, mutate, validate_only)
+
+    async def alter_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
+        """Replace the topic's whole set of overrides (validated)."""
+        new = check_configs(dict(configs))
+        return await self._update(name, lambda info: TopicInfo(info.name, info.topic_id, info.partitions, new),
+                                  validate_only)
+
+    async def modify_configs(
+        self, name: str, mutate: Callable[[dict[str, str]], dict[str, str]], *, validate_only: bool = False
+    ) -> TopicInfo:
+        """Read-modify-write the overrides (compare-and-set, retried on a concurrent change)."""
+
+        def apply(info: TopicInfo) -> TopicInfo:
+            new = check_configs(dict(mutate(dict(info.configs))))
+            return TopicInfo(info.name, info.topic_id, info.partitions, new)
+
+        return await self._update(name, apply, validate_only)
+
+    # -- internals --
+
+    def _unknown(self, name: str) -> KafkaApiError:
+        return _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+
+    async def _read_versioned(self, name: str) -> tuple[TopicInfo, int]:
+        try:
+            data, stat = await self._meta.get(paths.topic(name))
+        except NoNodeError:
+            raise self._unknown(name) from None
+        return TopicInfo.from_bytes(name, data), stat.version
+
+    async def _update(self, name: str, mutate: Callable[[TopicInfo], TopicInfo], validate_only: bool) -> TopicInfo:
+        check_name(name)
+        while True:
+            info, version = await self._read_versioned(name)
+            new = mutate(info)
+            if validate_only:
+                return new
+            try:
+                await self._meta.set(paths.topic(name), new.to_bytes(), version)
+            except BadVersionError:
+                continue
+            except NoNodeError:
+                raise self._unknown(name) from None
+            self._put(new)
+            self._fire()
+            return new
+
+    async def _read(self, name: str) -> TopicInfo | None:
+        try:
+            data, _ = await self._meta.get(paths.topic(name))
+        except NoNodeError:
+            return None
+        return TopicInfo.from_bytes(name, data)
+
+    def _put(self, info: TopicInfo) -> None:
+        old = self._by_name.get(info.name)
+        if old is not None and old.topic_id != info.topic_id:
+            self._by_id.pop(old.topic_id, None)
+        self._by_name[info.name] = info
+        self._by_id[info.topic_id] = info
+
+    def _drop(self, name: str) -> None:
+        old = self._by_name.pop(name, None)
+        if old is not None:
+            self._by_id.pop(old.topic_id, None)
+
+    def _fire(self) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb()
+            except Exception:
+                log.exception("topic listener failed")
+
+    # -- watches: callbacks only mark work; one task does it --
+
+    def _on_children(self, event: WatchEvent) -> None:
+        self._children_watched = False
+        self._kick.set()
+
+    def _on_topic(self, event: WatchEvent) -> None:
+        name = event.path.rsplit("/", 1)[1]
+        self._watched.discard(name)
+        if event.type is not EventType.SESSION_LOST:
+            self._stale.add(name)
+        self._kick.set()
+
+    async def _refresh_loop(self) -> None:
+        while not self._closed:
+            await self._kick.wait()
+            self._kick.clear()
+            try:
+                await self._refresh()
+            except asyncio.CancelledError:
+                raise
+            except (MetaError, OSError, ValueError) as e:
+                log.warning("topic registry refresh failed (retrying): %r", e)
+                self._children_watched = False
+                self._watched.clear()
+                await asyncio.sleep(1.0)
+                self._kick.set()
+
+    async def _refresh(self) -> None:
+        names = set(await self._meta.children(
+            paths.TOPICS, watch=None if self._children_watched else self._on_children))
+        self._children_watched = True
+        changed = False
+        for gone in set(self._by_name) - names:
+            self._drop(gone)
+            self._watched.discard(gone)
+            changed = True
+        todo = (names - set(self._by_name)) | (self._stale & names) | (names - self._watched)
+        self._stale -= todo
+        for name in sorted(todo):
+            watch = None if name in self._watched else self._on_topic
+            try:
+                data, _ = await self._meta.get(paths.topic(name), watch=watch)
+            except NoNodeError:
+                if name in self._by_name:
+                    self._drop(name)
+                    changed = True
+                continue
+            if watch is not None:
+                self._watched.add(name)
+            info = TopicInfo.from_bytes(name, data)
+            if self._by_name.get(info.name) != info:
+                self._put(info)
+                changed = True
+        if changed:
+            self._fire()

@@ -1,0 +1,119 @@
+"""Gateway membership over the real metadata stores (embedded and ZooKeeper)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from gateway import paths
+from gateway.cluster.membership import (
+    FIRST_AUTO_NODE_ID,
+    ClusterView,
+    GatewayNode,
+    NodeIdInUseError,
+    allocate_node_id,
+    ensure_cluster_id,
+)
+from store.meta.api import MetaStore, open_meta
+
+WAIT = 30.0
+
+
+async def eventually(check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {WAIT} s")
+        await asyncio.sleep(0.05)
+
+
+Opener = Callable[[], Awaitable[MetaStore]]
+
+
+@pytest.fixture
+async def open_store(meta_url: str) -> AsyncIterator[Opener]:
+    opened: list[MetaStore] = []
+
+    async def factory() -> MetaStore:
+        store = open_meta(meta_url, session_timeout=3.0)
+        await store.start()
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in reversed(opened):
+        try:
+            await store.close()
+        except Exception:
+            pass
+
+
+async def test_gateways_see_each_other_and_agree(open_store: Opener) -> None:
+    m1, m2 = await open_store(), await open_store()
+    v1 = ClusterView(m1, GatewayNode(7, "127.0.0.1", 9001, "r1"))
+    await v1.start()
+    assert [n.node_id for n in v1.gateways()] == [7]
+    assert v1.controller_id == 7
+    v2 = ClusterView(m2, GatewayNode(3, "127.0.0.1", 9002, None))
+    await v2.start()
+    await eventually(lambda: len(v1.gateways()) == 2)
+    assert (
+        v1.gateways()
+        == v2.gateways()
+        == [
+            GatewayNode(3, "127.0.0.1", 9002, None),
+            GatewayNode(7, "127.0.0.1", 9001, "r1"),
+        ]
+    )
+    assert v1.controller_id == v2.controller_id == 3
+    assert v1.cluster_id == v2.cluster_id
+    assert len(v1.cluster_id) == 22
+    assert await ensure_cluster_id(m1) == v1.cluster_id
+
+    # A gateway that goes away (its session ends) drops out; the controller moves.
+    await v2.close()
+    await m2.close()
+    await eventually(lambda: [n.node_id for n in v1.gateways()] == [7])
+    assert v1.controller_id == 7
+    await v1.close()
+    assert await m1.exists(paths.gateway(7)) is None
+
+
+async def test_node_ids_are_stable_per_address(open_store: Opener) -> None:
+    m1, m2 = await open_store(), await open_store()
+    ids = await asyncio.gather(
+        allocate_node_id(m1, "127.0.0.1", 1),
+        allocate_node_id(m2, "127.0.0.1", 2),
+        allocate_node_id(m1, "h", 3),
+    )
+    assert sorted(ids) == [FIRST_AUTO_NODE_ID, FIRST_AUTO_NODE_ID + 1, FIRST_AUTO_NODE_ID + 2]
+    assert await allocate_node_id(m2, "127.0.0.1", 1) == ids[0]
+    assert await allocate_node_id(m1, "h", 3) == ids[2]
+
+
+async def test_live_duplicate_node_id_is_refused(open_store: Opener) -> None:
+    m1, m2 = await open_store(), await open_store()
+    v1 = ClusterView(m1, GatewayNode(1, "127.0.0.1", 9001))
+    await v1.start()
+    v2 = ClusterView(m2, GatewayNode(1, "127.0.0.1", 9002))
+    with pytest.raises(NodeIdInUseError):
+        await v2.start(register_wait=0.5)
+    # Still registered by the first one.
+    _, stat = await m1.get(paths.gateway(1))
+    assert stat.ephemeral_owner == m1.session_id
+    await v1.close()
+
+
+async def test_stale_registration_of_same_address_is_replaced(open_store: Opener) -> None:
+    # A killed gateway restarted on the same address does not wait for its old session to expire.
+    old, new = await open_store(), await open_store()
+    await ClusterView(old, GatewayNode(5, "127.0.0.1", 9005)).start()
+    view = ClusterView(new, GatewayNode(5, "127.0.0.1", 9005))
+    await view.start(register_wait=0.5)
+    _, stat = await new.get(paths.gateway(5))
+    assert stat.ephemeral_owner == new.session_id
+    assert [n.node_id for n in view.gateways()] == [5]
+    await view.close()

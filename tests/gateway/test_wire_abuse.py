@@ -1,0 +1,146 @@
+"""Bad input on the wire against a real standalone process: Kafka's error or a closed
+connection, never a crash, and another connection keeps working throughout."""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+
+import pytest
+
+from gateway.dispatch import supported_apis
+from kafka_wire.api import API_KEYS
+from kafka_wire.errors import ErrorCode
+from kafka_wire.frames import decode_response
+from kafka_wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka_wire.messages.metadata import MetadataRequest, MetadataResponse
+from tests.support.gateway import RawKafka, StandaloneGateway
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def healthy(module_standalone: StandaloneGateway):  # type: ignore[no-untyped-def]
+    conn = RawKafka(module_standalone.bootstrap)
+    yield conn
+    conn.close()
+
+
+def _still_serving(gw: StandaloneGateway, conn: RawKafka) -> None:
+    assert gw.alive, gw.output()[-3000:]
+    resp = conn.request(3, 12, MetadataRequest(topics=None))
+    assert isinstance(resp, MetadataResponse) and resp.brokers
+
+
+def _header(api_key: int, version: int, corr: int = 1, client: bytes = b"abuse") -> bytes:
+    return struct.pack(">hhih", api_key, version, corr, len(client)) + client
+
+
+def _framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+BAD_FRAMES = {
+    "garbage": _framed(b"\x7f\xff\x13\x37garbage!garbage!"),
+    "unknown api key": _framed(_header(9999, 0) + b"\x00" * 8),
+    "unsupported version": _framed(_header(3, 99) + b"\x00" * 8),
+    "negative version": _framed(_header(3, -1) + b"\x00" * 8),
+    "truncated body": _framed(_header(3, 8) + b"\x00\x00"),
+    "truncated header": _framed(b"\x00\x03\x00"),
+    "client id longer than frame": _framed(struct.pack(">hhih", 3, 1, 1, 500) + b"x"),
+    "empty frame": _framed(b""),
+    "negative size": struct.pack(">i", -5) + b"\x00" * 20,
+    "huge size": struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 20,
+    "bad array length": _framed(_header(3, 1) + struct.pack(">i", 2**31 - 1)),
+    "bad compact length": _framed(_header(3, 12)[:-5] + b"\x00\x05abuse\x00" + b"\xff\xff\xff\xff\x7f"),
+}
+
+
+def test_api_without_handler_closes_connection(
+    module_standalone: StandaloneGateway, healthy: RawKafka
+) -> None:
+    unserved = [k for k in sorted(API_KEYS) if k not in supported_apis()]
+    assert unserved
+    for key in unserved[:5]:
+        with RawKafka(module_standalone.bootstrap) as bad:
+            bad.send_raw(_framed(_header(key, API_KEYS[key].min_version) + b"\x00" * 30))
+            assert bad.closed_by_peer(), f"api {key}: connection not closed"
+    _still_serving(module_standalone, healthy)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FRAMES))
+def test_bad_frame_closes_connection(
+    case: str, module_standalone: StandaloneGateway, healthy: RawKafka
+) -> None:
+    with RawKafka(module_standalone.bootstrap) as bad:
+        bad.send_raw(BAD_FRAMES[case])
+        assert bad.closed_by_peer(), f"{case}: connection not closed"
+    _still_serving(module_standalone, healthy)
+
+
+def test_half_frame_then_disconnect(module_standalone: StandaloneGateway, healthy: RawKafka) -> None:
+    for cut in (1, 3, 10):
+        with RawKafka(module_standalone.bootstrap) as bad:
+            bad.send_raw(_framed(_header(3, 1) + b"\x00" * 8)[:cut])
+    _still_serving(module_standalone, healthy)
+
+
+def test_too_new_api_versions_gets_v0_unsupported(module_standalone: StandaloneGateway) -> None:
+    with RawKafka(module_standalone.bootstrap) as c:
+        # A flexible-version header (v2: tagged fields after the client id) and a body we don't know.
+        c.send_raw(_framed(_header(18, 77, corr=42) + b"\x00" + b"\x05junk\x011.0\x00"))
+        corr, resp = decode_response(18, 0, c.recv_frame())
+        assert corr == 42 and isinstance(resp, ApiVersionsResponse)
+        assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+        keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        assert keys == {18: supported_apis()[18]}  # only ApiVersions' range, as Kafka (KIP-511)
+        # The connection stays usable for a supported version.
+        ok = c.request(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        assert isinstance(ok, ApiVersionsResponse) and ok.error_code == 0
+
+
+def test_api_versions_advertises_exactly_the_handlers(module_standalone: StandaloneGateway) -> None:
+    with RawKafka(module_standalone.bootstrap) as c:
+        resp = c.request(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    assert isinstance(resp, ApiVersionsResponse) and resp.error_code == 0
+    got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert got == supported_apis()
+    for key, (lo, hi) in got.items():
+        spec = API_KEYS[key]
+        assert spec.min_version <= lo <= hi <= spec.max_stable_version
+    assert {3, 18, 19, 20, 32, 33, 35, 37, 44, 60} <= set(got)
+    assert got[3] == (0, 13)
+
+
+def test_invalid_client_software_name(module_standalone: StandaloneGateway) -> None:
+    with RawKafka(module_standalone.bootstrap) as c:
+        resp = c.request(
+            18, 3, ApiVersionsRequest(client_software_name="bad name!", client_software_version="1")
+        )
+    assert isinstance(resp, ApiVersionsResponse) and resp.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_random_bodies_never_crash(module_standalone: StandaloneGateway, healthy: RawKafka) -> None:
+    rng = random.Random(1234)
+    keys = sorted(supported_apis().items())
+    for i in range(80):
+        key, (lo, hi) = rng.choice(keys)
+        version = rng.randint(lo, hi)
+        spec = API_KEYS[key]
+        head = _header(key, version, corr=i) + (b"\x00" if spec.is_flexible(version) else b"")
+        body = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 64)))
+        with RawKafka(module_standalone.bootstrap, timeout=5) as c:
+            c.send_raw(_framed(head + body))
+            c.sock.settimeout(5)
+            try:
+                head4 = c.sock.recv(4)
+            except (ConnectionResetError, TimeoutError):
+                head4 = b""
+            if head4:  # answered: a well-formed frame with our correlation id
+                size = struct.unpack(">i", head4.ljust(4, b"\x00"))[0]
+                assert 4 <= size < 1 << 20
+                assert struct.unpack(">i", c.sock.recv(4, socket.MSG_WAITALL))[0] == i
+        if i % 20 == 0:
+            _still_serving(module_standalone, healthy)
+    _still_serving(module_standalone, healthy)

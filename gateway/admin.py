@@ -4,9 +4,12 @@
     quire admin --data-dir ./quire-data topics describe orders
     quire admin --meta URL --json bookies list
     quire admin --meta URL gateways list
+    quire admin --data-dir ./quire-data groups list
+    quire admin --data-dir ./quire-data groups describe my-group
     quire admin topics list --meta URL      (options may also follow the subcommand)
 
-Reads the metadata store only; tables by default, --json for scripts.
+Read-only: the metadata store, and for groups also the `__consumer_offsets` logs and the tails
+of partition logs, read from the bookies without fencing. Tables by default, --json for scripts.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.cluster import inspect
+from store.ledger.errors import LedgerError
+from store.managed.errors import ManagedLogError
 from store.meta.api import MetaStore, open_meta
 
 
@@ -39,7 +44,9 @@ def _common() -> argparse.ArgumentParser:
 def _parser() -> argparse.ArgumentParser:
     common = _common()
     p = argparse.ArgumentParser(
-        prog="quire admin", description="inspect topics, gateways and bookies", parents=[common]
+        prog="quire admin",
+        description="inspect topics, consumer groups, gateways and bookies",
+        parents=[common],
     )
     sub = p.add_subparsers(dest="what", required=True)
     t = sub.add_parser("topics", help="topics and their partitions").add_subparsers(
@@ -54,6 +61,14 @@ def _parser() -> argparse.ArgumentParser:
     b.add_parser("list", help="address, rack, disk use, liveness", parents=[common])
     g = sub.add_parser("gateways", help="live gateways").add_subparsers(dest="action", required=True)
     g.add_parser("list", help="node ids, addresses, partitions owned", parents=[common])
+    cg = sub.add_parser("groups", help="consumer groups").add_subparsers(dest="action", required=True)
+    cg.add_parser("list", help="state, members, protocol, coordinator", parents=[common])
+    gd = cg.add_parser(
+        "describe",
+        help="members and assignments; per partition committed offset, log-end offset, lag",
+        parents=[common],
+    )
+    gd.add_argument("group")
     return p
 
 
@@ -189,8 +204,109 @@ def _render_gateways(docs: list[dict[str, Any]]) -> str:
     return table(["NODE", "ADDRESS", "RACK", "CONTROLLER", "PARTITIONS"], rows)
 
 
+def _coordinator(d: dict[str, Any]) -> str | None:
+    if d["coordinator"] is None:
+        return None
+    addr = f" ({d['coordinator_address']})" if d["coordinator_address"] else ""
+    return f"{d['coordinator']}{addr}"
+
+
+def _protocol(d: dict[str, Any]) -> str | None:
+    parts = [x for x in (d["protocol_type"], d["protocol"]) if x]
+    return "/".join(parts) or None
+
+
+def _render_groups(docs: list[dict[str, Any]]) -> str:
+    rows = [
+        (
+            d["group"],
+            d["state"],
+            d["member_count"],
+            _protocol(d),
+            d["generation"],
+            _coordinator(d),
+            d["shard"],
+        )
+        for d in docs
+    ]
+    return table(["GROUP", "STATE", "MEMBERS", "PROTOCOL", "GENERATION", "COORDINATOR", "SHARD"], rows)
+
+
+def _assignment(a: list[dict[str, Any]] | None) -> str | None:
+    if a is None:
+        return None
+    return " ".join(f"{t['topic']}:{','.join(map(str, t['partitions']))}" for t in a) or "(none)"
+
+
+def _render_group(doc: dict[str, Any]) -> str:
+    out = [
+        f"Group: {doc['group']}  state: {doc['state'] or '-'}  protocol: {_protocol(doc) or '-'}  "
+        f"generation: {'-' if doc['generation'] is None else doc['generation']}  "
+        f"coordinator: {_coordinator(doc) or '-'}  shard: {'-' if doc['shard'] is None else doc['shard']}  "
+        f"total lag: {doc['total_lag']}",
+    ]
+    if doc["members"]:
+        mrows = [
+            (
+                m["member_id"],
+                m["group_instance_id"],
+                m["client_id"],
+                m["client_host"],
+                _assignment(m["assignment"]),
+            )
+            for m in doc["members"]
+        ]
+        out += ["", table(["MEMBER", "INSTANCE", "CLIENT_ID", "HOST", "ASSIGNMENT"], mrows)]
+    prows = [
+        (
+            p["topic"],
+            p["partition"],
+            p["committed_offset"],
+            p["log_end_offset"],
+            p["lag"],
+            p["published_offset"],
+            "yes" if p["durable_cursor"] else "no",
+            p["member_id"],
+            p["client_id"],
+            p["client_host"],
+        )
+        for p in doc["partitions"]
+    ]
+    headers = [
+        "TOPIC",
+        "PARTITION",
+        "COMMITTED",
+        "LOG_END",
+        "LAG",
+        "PUBLISHED",
+        "CURSOR",
+        "MEMBER",
+        "CLIENT_ID",
+    ]
+    out += ["", table([*headers, "HOST"], prows)]
+    return "\n".join(out)
+
+
+async def _run_groups(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str]:
+    peek = inspect.LogPeek(meta)
+    try:
+        if args.action == "list":
+            docs = await inspect.list_groups(meta, peek)
+            return 0, docs, _render_groups(docs)
+        doc = await inspect.describe_group(meta, peek, args.group)
+        if doc is None:
+            return 1, {"error": f"unknown group {args.group!r}"}, f"error: unknown group {args.group!r}"
+        return 0, doc, _render_group(doc)
+    except (LedgerError, ManagedLogError) as e:
+        return 1, {"error": f"cannot read a log: {e}"}, f"error: cannot read a log: {e}"
+    finally:
+        await peek.close()
+
+
 async def _run(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str]:
     """(exit code, JSON document, rendered table)."""
+    if args.what == "groups":
+        return await _run_groups(args, meta)
     if args.what == "topics" and args.action == "list":
         docs: Any = await inspect.list_topics(meta)
         return 0, docs, _render_topics(docs)

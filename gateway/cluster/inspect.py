@@ -1,27 +1,52 @@
 """Read-only snapshots of the cluster for `quire admin`: topics, partitions with their owners,
-leader epochs, offsets and ledgers (with ensembles), gateways and bookies. Reads the metadata
-store only (ledger metadata included), never a bookie or a partition log."""
+leader epochs, offsets and ledgers (with ensembles), gateways and bookies from the metadata
+store alone; consumer groups (members, committed offsets, lag) also read logs from the bookies,
+never fencing or writing anything."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 # Before gateway.partition.log, which imports gateway.handlers.registry: importing the handlers
 # package loads every handler module, and the produce handler imports gateway.partition.log.
 import gateway.handlers  # noqa: F401
+from coordinator.group.config import OFFSETS_TOPIC
+from coordinator.group.cursors import CURSOR_PREFIX, GROUP_OFFSETS, read_group_offsets
+from coordinator.group.hashing import shard_for
+from coordinator.group.records import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    iter_log_records,
+)
 from gateway import paths
 from gateway.cluster.membership import GatewayNode
 from gateway.partition.epochs import EpochHistory
 from gateway.partition.index import P_FIRST, P_NEXT
-from gateway.partition.log import L_EPOCH, L_EPOCHS, L_NEXT, L_START
+from gateway.partition.log import L_EPOCH, L_EPOCHS, L_NEXT, L_START, batch_offsets
 from gateway.topics.registry import TopicInfo
+from kafka_wire.api import decode_versioned, schema_class
 from store import layout
+from store.bookie.client import BookiePool
+from store.ledger.client import LedgerClient
+from store.ledger.env import LedgerEnv
+from store.ledger.errors import LedgerError, NoSuchLedgerError
+from store.ledger.fetch import bookie_lac, read_entries, read_one
 from store.ledger.metadata import LedgerMetadata
+from store.ledger.placement import default_placement
+from store.managed.errors import NoSuchLogError
 from store.managed.metadata import LogMetadata
-from store.managed.names import log_path
+from store.managed.names import cursors_path, encode_name, log_path
+from store.managed.position import Position
+from store.managed.readonly import ManagedLogReader
 from store.meta.api import MetaStore, NoNodeError
 
 Doc = dict[str, Any]
@@ -195,3 +220,312 @@ async def list_bookies(meta: MetaStore) -> list[Doc]:
                     doc[key] = info[key]
         out.append(doc)
     return out
+
+
+# ---- consumer groups ---------------------------------------------------------------------
+
+MAX_UNCONFIRMED = 1000  # entries probed past an open ledger's LAC (a writer's in-flight window)
+TopicPartition = tuple[str, int]
+
+
+class LogPeek:
+    """Non-fencing reads for snapshots: a whole segmented log, or a ledger's last entry.
+
+    Bookies learn an entry's LAC only from the writer's next add, so the last entry of an idle
+    owner is never "confirmed" to other readers. Like BookKeeper's readUnconfirmed, we also read
+    the open tail past the bookies' LAC: an entry any bookie holds is one that ledger recovery
+    would keep, so it is part of the log unless that bookie is lost first."""
+
+    def __init__(self, meta: MetaStore) -> None:
+        self.meta = meta
+        self._pool = BookiePool()
+        self.client = LedgerClient(meta, bookies=self._pool)
+        self._env = LedgerEnv(
+            meta=meta,
+            bookies=self._pool,
+            placement=default_placement(),
+            add_timeout=2.0,
+            read_timeout=5.0,
+            speculative_read_timeout=0.2,
+        )
+
+    async def close(self) -> None:
+        await self._pool.close_all()
+
+    async def _range(self, md: LedgerMetadata, first: int, last: int) -> list[bytes]:
+        if last < first:
+            return []
+        return [bytes(p) for _, p in await read_entries(self._env, md, first, last)]
+
+    async def _unconfirmed(self, md: LedgerMetadata, first: int) -> list[bytes]:
+        """Entries from `first` on that some bookie holds, up to the first one none has."""
+        out: list[bytes] = []
+        for eid in range(first, first + MAX_UNCONFIRMED):
+            try:
+                _, payload = await read_one(self._env, md, md.ensemble_for(eid), eid)
+            except LedgerError:
+                break
+            out.append(bytes(payload))
+        return out
+
+    async def entries_after(self, ledger_id: int, after: int) -> list[bytes]:
+        """A ledger's entries after entry `after`: to its last one if closed, else past the LAC."""
+        try:
+            md = await self._env.read_metadata(ledger_id)
+        except NoSuchLedgerError:
+            return []
+        if md.is_closed:
+            return await self._range(md, after + 1, md.last_entry_id)
+        lac = await bookie_lac(self._env, md)
+        out = await self._range(md, after + 1, lac)
+        return out + await self._unconfirmed(md, max(after, lac) + 1)
+
+    async def last_entry(self, ledger_id: int) -> bytes | None:
+        """A ledger's last entry (past the LAC if open); None if it is empty or gone."""
+        try:
+            md = await self._env.read_metadata(ledger_id)
+        except NoSuchLedgerError:
+            return None
+        last = md.last_entry_id if md.is_closed else await bookie_lac(self._env, md)
+        if not md.is_closed:
+            beyond = await self._unconfirmed(md, last + 1)
+            if beyond:
+                return beyond[-1]
+        got = await self._range(md, last, last) if last >= 0 else []
+        return got[-1] if got else None
+
+    async def read_log(self, name: str) -> list[bytes]:
+        """Every entry of a segmented log in order (none if there is no such log)."""
+        try:
+            reader = await ManagedLogReader.open(self.meta, self.client, name)
+        except NoSuchLogError:
+            return []
+        out: list[bytes] = []
+        last: Position | None = None
+        try:
+            pos = reader.start
+            while True:
+                got = await reader.read(pos, max_entries=1000)
+                if not got:
+                    break
+                out.extend(e.data for e in got)
+                last = got[-1].position
+                pos = Position(last.ledger_id, last.entry_id + 1)
+            ledgers = reader.ledgers
+            if ledgers and not ledgers[-1].closed:
+                tail = ledgers[-1].ledger_id
+                after = last.entry_id if last is not None and last.ledger_id == tail else -1
+                out.extend(await self.entries_after(tail, after))
+        finally:
+            await reader.close()
+        return out
+
+
+async def log_end_offset(meta: MetaStore, peek: LogPeek, topic_id: uuid.UUID, partition: int) -> int | None:
+    """The offset after a partition's last stored batch (None if its bookies cannot say).
+    Indexed ledgers give it from metadata; later ones (the open tail, a not yet indexed
+    recovered one) by reading their last entry."""
+    raw = await _get(meta, log_path(paths.partition_log_name(topic_id, partition)))
+    if raw is None:
+        return 0
+    md = LogMetadata.from_bytes(raw)
+    indexed = [int(li.props[P_NEXT]) for li in md.ledgers if P_NEXT in li.props]
+    known = max([int(md.props.get(L_NEXT, "0")), *indexed])
+    try:
+        for li in reversed(md.ledgers):
+            if P_NEXT in li.props:
+                break
+            data = await peek.last_entry(li.ledger_id)
+            if data is not None:
+                return max(known, batch_offsets(data)[1] + 1)
+    except LedgerError:
+        return None
+    return known
+
+
+@dataclass
+class StoredGroup:
+    """What a group's `__consumer_offsets` records say, replayed in order."""
+
+    group: str
+    shard: int
+    metadata: GroupValue | None = None  # the latest GroupMetadata record (None: none, or deleted)
+    offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        """As of the latest stored metadata: a coordinator loading the shard restores members as
+        Stable; rebalances in progress are not stored."""
+        return "Stable" if self.metadata is not None and self.metadata.members else "Empty"
+
+
+def replay_shard(shard: int, entries: list[bytes], into: dict[str, StoredGroup]) -> None:
+    """Apply one `__consumer_offsets` partition's records (tombstones included) to `into`."""
+    for key, value in iter_log_records(b"".join(entries)):
+        try:
+            k = decode_key(key)
+            if isinstance(k, OffsetKey):
+                g = into.setdefault(k.group, StoredGroup(k.group, shard))
+                if value is None:
+                    g.offsets.pop((k.topic, k.partition), None)
+                else:
+                    g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
+            elif isinstance(k, GroupKey):
+                g = into.setdefault(k.group, StoredGroup(k.group, shard))
+                g.metadata = None if value is None else decode_group_value(value)
+        except ValueError:
+            continue  # a record we cannot read says nothing about the groups we can
+    for gid in [gid for gid, g in into.items() if g.metadata is None and not g.offsets]:
+        del into[gid]  # deleted groups
+
+
+async def stored_groups(meta: MetaStore, peek: LogPeek) -> tuple[TopicInfo | None, dict[str, StoredGroup]]:
+    """(the offsets topic, every group its partitions hold)."""
+    data = await _get(meta, paths.topic(OFFSETS_TOPIC))
+    if data is None:
+        return None, {}
+    topic = TopicInfo.from_bytes(OFFSETS_TOPIC, data)
+    names = [paths.partition_log_name(topic.topic_id, s) for s in range(topic.partitions)]
+    logs = await asyncio.gather(*(peek.read_log(n) for n in names))
+    out: dict[str, StoredGroup] = {}
+    for shard, entries in enumerate(logs):
+        replay_shard(shard, entries, out)
+    return topic, out
+
+
+async def published_offsets(meta: MetaStore) -> dict[str, dict[tuple[uuid.UUID, int], int]]:
+    """group -> {(topic id, partition): offset} from the coordinators' /kafka/group-offsets nodes."""
+    out: dict[str, dict[tuple[uuid.UUID, int], int]] = {}
+    for tid_hex in await _children(meta, GROUP_OFFSETS):
+        try:
+            tid = uuid.UUID(hex=tid_hex)
+        except ValueError:
+            continue
+        for p in await _children(meta, f"{GROUP_OFFSETS}/{tid_hex}"):
+            if not p.isdigit():
+                continue
+            offsets, _ = await read_group_offsets(meta, tid, int(p))
+            for group, off in offsets.items():
+                out.setdefault(group, {})[(tid, int(p))] = off
+    return out
+
+
+def decode_assignment(blob: bytes) -> list[Doc] | None:
+    """A member's ConsumerProtocolAssignment as [{topic, partitions}]; None if it has none or it
+    is not the consumer protocol's."""
+    if not blob:
+        return None
+    try:
+        _, a = decode_versioned(schema_class("ConsumerProtocolAssignment"), blob)
+    except Exception:
+        return None
+    parts: list[Any] = getattr(a, "assigned_partitions", [])
+    return [{"topic": tp.topic, "partitions": sorted(tp.partitions)} for tp in parts]
+
+
+async def _coordinators(meta: MetaStore, topic: TopicInfo | None) -> tuple[dict[int, int], dict[int, str]]:
+    """(shard -> owner node id, node id -> address)."""
+    held = await owners(meta, topic.topic_id) if topic is not None else {}
+    nodes = {n.node_id: f"{n.host}:{n.port}" for n in await gateways(meta)}
+    return held, nodes
+
+
+def _group_head(
+    group: str,
+    stored: StoredGroup | None,
+    topic: TopicInfo | None,
+    held: dict[int, int],
+    nodes: dict[int, str],
+) -> Doc:
+    shard = shard_for(group, topic.partitions) if topic is not None else None
+    node = held.get(shard) if shard is not None else None
+    gv = stored.metadata if stored is not None else None
+    return {
+        "group": group,
+        "state": stored.state if stored is not None else None,
+        "protocol_type": (gv.protocol_type or None) if gv is not None else None,
+        "protocol": gv.protocol if gv is not None else None,
+        "generation": gv.generation if gv is not None else None,
+        "leader": gv.leader if gv is not None else None,
+        "member_count": len(gv.members) if gv is not None else 0,
+        "shard": shard,
+        "coordinator": node,
+        "coordinator_address": nodes.get(node) if node is not None else None,
+    }
+
+
+async def list_groups(meta: MetaStore, peek: LogPeek) -> list[Doc]:
+    """Every group the offsets topic holds (or a coordinator published offsets for)."""
+    topic, stored = await stored_groups(meta, peek)
+    published = await published_offsets(meta)
+    held, nodes = await _coordinators(meta, topic)
+    names = sorted(set(stored) | set(published))
+    return [_group_head(g, stored.get(g), topic, held, nodes) for g in names]
+
+
+async def describe_group(meta: MetaStore, peek: LogPeek, group: str) -> Doc | None:
+    """One group: its members with their assignments, and per partition the committed offset,
+    the log-end offset, the lag, the offset its coordinator published and whether the
+    partition's log holds the group's durable cursor. None if the group is unknown."""
+    topic, stored_all = await stored_groups(meta, peek)
+    stored = stored_all.get(group)
+    by_id = {t.topic_id: t for t in await topics(meta)}
+    by_name = {t.name: t for t in by_id.values()}
+    published = {
+        (by_id[tid].name, p): off
+        for (tid, p), off in (await published_offsets(meta)).get(group, {}).items()
+        if tid in by_id
+    }
+    if stored is None and not published:
+        return None
+    held, nodes = await _coordinators(meta, topic)
+    doc = _group_head(group, stored, topic, held, nodes)
+    owner_of: dict[TopicPartition, Doc] = {}
+    members = []
+    for m in stored.metadata.members if stored is not None and stored.metadata is not None else []:
+        assignment = decode_assignment(m.assignment)
+        md: Doc = {
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "session_timeout_ms": m.session_timeout_ms,
+            "assignment": assignment,
+        }
+        members.append(md)
+        for a in assignment or []:
+            for p in a["partitions"]:
+                owner_of[(a["topic"], p)] = md
+    committed = {tp: v.offset for tp, v in stored.offsets.items()} if stored is not None else {}
+
+    async def row(tp: TopicPartition) -> Doc:
+        info = by_name.get(tp[0])
+        leo = None
+        cursor = False
+        if info is not None and 0 <= tp[1] < info.partitions:
+            leo = await log_end_offset(meta, peek, info.topic_id, tp[1])
+            names = await _children(meta, cursors_path(paths.partition_log_name(info.topic_id, tp[1])))
+            cursor = encode_name(CURSOR_PREFIX + group) in names
+        off = committed.get(tp)
+        owner = owner_of.get(tp)
+        return {
+            "topic": tp[0],
+            "partition": tp[1],
+            "committed_offset": off,
+            "log_end_offset": leo,
+            "lag": leo - off if leo is not None and off is not None else None,
+            "published_offset": published.get(tp),
+            "durable_cursor": cursor,
+            "member_id": owner["member_id"] if owner is not None else None,
+            "client_id": owner["client_id"] if owner is not None else None,
+            "client_host": owner["client_host"] if owner is not None else None,
+        }
+
+    tps = sorted(set(committed) | set(published) | set(owner_of))
+    rows = list(await asyncio.gather(*(row(tp) for tp in tps)))
+    doc.update(
+        members=members,
+        partitions=rows,
+        total_lag=sum(r["lag"] for r in rows if r["lag"] is not None),
+    )
+    return doc

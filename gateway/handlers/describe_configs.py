@@ -22,7 +22,7 @@ async def entries_for(ctx: RequestContext, rtype: int, rname: str) -> list[Confi
         reason = invalid_reason(rname)
         if reason is not None:
             raise KafkaApiError(int(ErrorCode.INVALID_TOPIC_EXCEPTION), reason)
-        info = await services.topics.get(rname)
+        info = await services.topics.get_fresh(rname)
         if info is None:
             raise KafkaApiError(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"Topic '{rname}' does not exist.")
         return topic_entries(info.configs)

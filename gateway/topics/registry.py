@@ -129,6 +129,13 @@ class TopicRegistry:
             self._kick.set()
         return info
 
+    async def get_fresh(self, name: str) -> TopicInfo | None:
+        """The topic as stored now, bypassing the cache: for admin reads that must see a change
+        just made through another gateway (the cache follows it only when the watch fires)."""
+        if invalid_reason(name) is not None:
+            return None
+        return await self._read(name)
+
     async def get_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         info = self._by_id.get(topic_id)
         if info is not None:
@@ -309,9 +316,16 @@ class TopicRegistry:
                 self._kick.set()
 
     async def _refresh(self) -> None:
-        names = set(await self._meta.children(
-            paths.TOPICS, watch=None if self._children_watched else self._on_children))
+        # A watch is marked armed *before* the call that arms it: its one-shot event may be
+        # delivered before this coroutine resumes, and must then leave it marked unarmed.
+        watch_children = not self._children_watched
         self._children_watched = True
+        try:
+            names = set(await self._meta.children(paths.TOPICS, watch=self._on_children if watch_children else None))
+        except BaseException:
+            if watch_children:
+                self._children_watched = False
+            raise
         changed = False
         for gone in set(self._by_name) - names:
             self._drop(gone)
@@ -321,15 +335,20 @@ class TopicRegistry:
         self._stale -= todo
         for name in sorted(todo):
             watch = None if name in self._watched else self._on_topic
+            self._watched.add(name)
             try:
                 data, _ = await self._meta.get(paths.topic(name), watch=watch)
             except NoNodeError:
+                if watch is not None:
+                    self._watched.discard(name)
                 if name in self._by_name:
                     self._drop(name)
                     changed = True
                 continue
-            if watch is not None:
-                self._watched.add(name)
+            except BaseException:
+                if watch is not None:
+                    self._watched.discard(name)
+                raise
             info = TopicInfo.from_bytes(name, data)
             if self._by_name.get(info.name) != info:
                 self._put(info)

@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
-import signal
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,100 +30,13 @@ from kafka_wire.messages.list_offsets import ListOffsetsRequest
 from kafka_wire.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kafka_wire.messages.request_header import RequestHeader
 from store.meta.api import MetaStore, open_meta
-from tests.support.gateway import api_versions_ok
-from tests.support.zookeeper import free_port
+from tests.support.cluster import GatewayProc
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "failover"
 PARTITIONS = 6
-SESSION_TIMEOUT = 2.0  # seconds: a dead gateway's leases vanish this long after its death
 CARRY_ON_WITHIN = 10.0  # the issue's bound, from the SIGKILL to traffic through the survivor
-START_TIMEOUT = 60.0
-
-
-@functools.cache
-def _gateway_cmd_prefix() -> list[str]:
-    """`python -m quire gateway`, with a short metadata session when the CLI can set it."""
-    out = subprocess.run(
-        [sys.executable, "-m", "quire", "gateway", "--help"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    ).stdout
-    if "--session-timeout" in out:
-        return [
-            sys.executable,
-            "-m",
-            "quire",
-            "--log-level",
-            "INFO",
-            "gateway",
-            "--session-timeout",
-            str(SESSION_TIMEOUT),
-        ]
-    # Until `quire gateway` has the flag: the same entry point with the timeout set in the config.
-    code = (
-        "import sys; import gateway.config as c; f = c.GatewayConfig.__init__; "
-        f"c.GatewayConfig.__init__ = lambda s, *a, **k: f(s, *a, **{{**k, 'meta_session_timeout_s': {SESSION_TIMEOUT}}}); "
-        "from quire.cli import main; sys.exit(main(sys.argv[1:]))"
-    )
-    return [sys.executable, "-c", code, "--log-level", "INFO", "gateway"]
-
-
-@dataclass
-class GatewayProc:
-    node_id: int
-    meta_url: str
-    log_path: Path
-    port: int = field(default_factory=free_port)
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        cmd = [
-            *_gateway_cmd_prefix(),
-            "--meta",
-            self.meta_url,
-            "--listen",
-            self.address,
-            "--id",
-            str(self.node_id),
-            "--replication",
-            "3/3/2",
-        ]
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=ROOT,
-            )
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not api_versions_ok("127.0.0.1", self.port, timeout=1.0):
-            assert self.proc is not None
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"gateway {self.node_id} did not start:\n{self.output()}")
-            time.sleep(0.1)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def output(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-4000:]
-        except OSError:
-            return ""
 
 
 def kafka_call(address: str, header: RequestHeader, body: Any) -> Any:

@@ -116,3 +116,42 @@ async def test_second_gateway_sees_changes_through_watches(metas: tuple[MetaStor
     finally:
         await a.close()
         await b.close()
+
+
+async def test_watch_event_delivered_before_the_arming_call_returns(
+    metas: tuple[MetaStore, MetaStore],
+) -> None:
+    # kazoo hands both the children() result and the watch event to the loop; the event can run
+    # before the awaiting coroutine resumes. The registry must still re-arm its children watch.
+    store, other_store = metas
+    other = TopicRegistry(other_store)
+    await other.start()
+    real_children = store.children
+    raced = False
+
+    async def children_with_early_event(path: str, watch=None):  # type: ignore[no-untyped-def]
+        nonlocal raced
+        if watch is None or raced or path != "/kafka/topics":
+            return await real_children(path, watch=watch)
+        raced = True
+        fired = asyncio.Event()
+
+        def relay(event):  # type: ignore[no-untyped-def]
+            watch(event)
+            fired.set()
+
+        names = await real_children(path, watch=relay)
+        await other.create("first", 1, {})
+        await asyncio.wait_for(fired.wait(), 10)  # the event has run; now the caller resumes
+        return names
+
+    store.children = children_with_early_event  # type: ignore[method-assign]
+    reg = TopicRegistry(store)
+    await reg.start()
+    try:
+        assert raced
+        await other.create("second", 1, {})
+        await _until(lambda: {t.name for t in reg.cached()} == {"first", "second"}, "both topics")
+    finally:
+        await reg.close()
+        await other.close()

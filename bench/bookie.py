@@ -2,14 +2,19 @@
 
 Starts an embedded metadata store dir and 3 `quire bookie` processes in a temp dir, then runs
 pipelined adds through BookieClient with a bounded in-flight window, for 1 KiB and 64 KiB
-entries, then a READ_RANGE scan. Usage: python3 bench/bookie.py [--seconds 5] [--window 2000]
+entries, then a READ_RANGE scan, then the flush-debt check: a burst at full speed followed at
+once (no pause for the bookies to catch up) by half that rate, whose p99 latency must stay low.
+
+    python3 bench/bookie.py [--seconds 5] [--window 2000] [--bookie-args "--no-fsync ..."]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -100,7 +105,45 @@ async def _scan(client: BookieClient, ledger_id: int, count: int) -> tuple[int, 
     return nbytes, time.perf_counter() - start
 
 
-async def main_async(addrs: list[str], seconds: float, window: int) -> None:
+async def _paced(clients: list[BookieClient], ledger_id: int, rate: float, seconds: float) -> list[float]:
+    """Offer `rate` 1 KiB adds/s (1 ms ticks); latency of each until all bookies acked it."""
+    payload = os.urandom(1024)
+    loop = asyncio.get_running_loop()
+    lat: list[float] = []
+    futs: list[asyncio.Future[bytes]] = []
+
+    def acked(t0: float, left: list[int], f: asyncio.Future[bytes]) -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            lat.append(loop.time() - t0)
+
+    start = loop.time()
+    sent = 0
+    while (now := loop.time()) - start < seconds:
+        while sent < int((now - start) * rate):
+            e = pack_entry(ledger_id, sent, sent - 1, payload)
+            left = [len(clients)]
+            for c in clients:
+                f = c.add_nowait(ledger_id, e)
+                f.add_done_callback(functools.partial(acked, loop.time(), left))
+                futs.append(f)
+            sent += 1
+        await asyncio.sleep(0.001)
+    await asyncio.gather(*futs)
+    return sorted(lat)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_share(pids: list[int], before: list[float], seconds: float) -> str:
+    used = [(_cpu_seconds(p) - b) / seconds for p, b in zip([os.getpid(), *pids], before)]
+    return f"cpu: client={used[0]:.2f} bookies={'/'.join(f'{u:.2f}' for u in used[1:])} cores"
+
+
+async def main_async(addrs: list[str], seconds: float, window: int, pids: list[int]) -> None:
     clients = [BookieClient(a) for a in addrs]
     for c in clients:
         await c.connect()
@@ -113,11 +156,20 @@ async def main_async(addrs: list[str], seconds: float, window: int) -> None:
     print(
         f"READ_RANGE scan of ledger 1 from one bookie: {nb / 1e6:.1f} MB in {ts:.2f} s = {nb / 1e6 / ts:.1f} MB/s"
     )
+    nb_, tb = await _adds(clients, 3, 1024, seconds * 2, window)
+    c0 = [_cpu_seconds(p) for p in [os.getpid(), *pids]]
+    lat = await _paced(clients, 4, nb_ / tb / 2, seconds * 2)
+    p99 = lat[int(len(lat) * 0.99)] * 1000
+    print(
+        f"flush debt: burst {nb_ / tb:,.0f} adds/s for {tb:.1f} s, then at once half that rate: "
+        f"p50={lat[len(lat) // 2] * 1000:.1f} ms p99={p99:.1f} ms max={lat[-1] * 1000:.1f} ms "
+        f"{_cpu_share(pids, c0, seconds * 2)}"
+    )
     for c in clients:
         await c.close()
     print(
         f"BENCH bookie adds_1k_per_s={n1 / t1:.0f} adds_64k_per_s={n64 / t64:.0f} "
-        f"mb_per_s_64k={mbs:.1f} scan_mb_per_s={nb / 1e6 / ts:.1f}"
+        f"mb_per_s_64k={mbs:.1f} scan_mb_per_s={nb / 1e6 / ts:.1f} after_burst_p99_ms={p99:.1f}"
     )
 
 
@@ -125,6 +177,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--window", type=int, default=2000)
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (bookie logs)")
+    ap.add_argument("--bookie-args", default="", help="extra `quire bookie` options, e.g. --no-fsync")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="quire-bench-bookie-"))
     meta_url = f"embedded://{base / 'meta'}"
@@ -136,16 +190,16 @@ def main() -> int:
             port = _free_port()
             addrs.append(f"127.0.0.1:{port}")
             cmd = [sys.executable, "-m", "quire", "bookie", "--dir", str(base / f"b{i}"), "--port", str(port)]
-            cmd += ["--meta", meta_url]
+            cmd += ["--meta", meta_url, *shlex.split(args.bookie_args)]
             with open(base / f"b{i}.log", "wb") as out:
                 procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT))
         asyncio.run(_wait_registered(meta_url, addrs))
         try:
             import uvloop
 
-            uvloop.run(main_async(addrs, args.seconds, args.window))
+            uvloop.run(main_async(addrs, args.seconds, args.window, [p.pid for p in procs]))
         except ImportError:
-            asyncio.run(main_async(addrs, args.seconds, args.window))
+            asyncio.run(main_async(addrs, args.seconds, args.window, [p.pid for p in procs]))
     finally:
         for p in procs:
             if p.poll() is None:
@@ -156,7 +210,10 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 os.kill(p.pid, signal.SIGKILL)
                 p.wait()
-        shutil.rmtree(base, ignore_errors=True)
+        if args.keep:
+            print(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
     return 0
 
 

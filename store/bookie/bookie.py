@@ -27,7 +27,7 @@ from store.bookie.errors import (
     Status,
 )
 from store.bookie.protocol import LEDGER
-from store.bookie.storage import LedgerStorage, StorageConfig
+from store.bookie.storage import Entry, LedgerStorage, StorageConfig
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class BookieConfig:
     storage: StorageConfig = field(default_factory=StorageConfig)
     journal_file_size: int = 64 << 20
     journal_batch_wait: float = 0.0  # 0: write as soon as the loop is idle (adaptive)
+    journal_sync: bool = True  # False: ack adds before fdatasync (UNSAFE, benchmarks only)
 
 
 class Bookie:
@@ -54,7 +55,13 @@ class Bookie:
             self.journal_dir,
             max_file_size=self.config.journal_file_size,
             max_batch_wait=self.config.journal_batch_wait,
+            sync=self.config.journal_sync,
         )
+        if not self.config.journal_sync:
+            log.warning(
+                "UNSAFE: journal fdatasync is OFF (--no-fsync): acknowledged adds can be lost "
+                "on a crash or power failure. For benchmarks only."
+            )
         self._fencing: dict[int, asyncio.Future[None]] = {}
         self.replayed = 0
 
@@ -65,7 +72,7 @@ class Bookie:
         self.replayed, last_id = await asyncio.to_thread(jr.replay, self.journal_dir, mark, self._apply)
         self.journal.open(after_file_id=last_id)
         self.storage.mark_fn = lambda: self.journal.durable_mark
-        self.storage.after_checkpoint = self.journal.delete_before
+        self.storage.after_checkpoint = self.journal.delete_before  # runs on the storage thread
         await self.storage.checkpoint()
         self.storage.start_background()
         log.info("bookie storage open: %d journal records replayed, %d ledgers", self.replayed, len(self.storage.ledgers))
@@ -90,7 +97,7 @@ class Bookie:
     # -- operations --
 
     def add_cb(
-        self, ledger_id: int, entry: bytes, recovery: bool, cb: Callable[[BaseException | None], object]
+        self, ledger_id: int, entry: Entry, recovery: bool, cb: Callable[[BaseException | None], object]
     ) -> bool:
         """Start an add; cb(None) once durable, cb(error) if the journal write failed.
         False: the write cache is full (nothing done; wait_room() and retry). Raises
@@ -118,7 +125,7 @@ class Bookie:
         self.journal.append_cb(jr.REC_ADD, entry, cb)
         return True
 
-    async def add(self, ledger_id: int, entry: bytes, recovery: bool = False) -> None:
+    async def add(self, ledger_id: int, entry: Entry, recovery: bool = False) -> None:
         loop = asyncio.get_running_loop()
         while True:
             fut: asyncio.Future[None] = loop.create_future()
@@ -146,12 +153,12 @@ class Bookie:
             await asyncio.shield(fut)
         return info.lac, info.last_entry
 
-    async def read(self, ledger_id: int, entry_id: int, fence: bool = False) -> bytes:
+    async def read(self, ledger_id: int, entry_id: int, fence: bool = False) -> Entry:
         if fence:
             await self.fence(ledger_id)
         return await self.storage.read(ledger_id, entry_id)
 
-    async def read_range(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[bytes]:
+    async def read_range(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[Entry]:
         if first < 0 or last < first:
             raise BadRequestError(f"bad range {first}..{last}")
         return await self.storage.read_range(ledger_id, first, last, max_bytes)

@@ -50,6 +50,18 @@ class LedgerIndex:
             self.locs.extend(bytes(pos + LOC_SIZE - len(self.locs)))
         LOC.pack_into(self.locs, pos, *loc)
 
+    def put_run(self, first_entry: int, records: bytes) -> bytes:
+        """Store consecutive records from first_entry on; returns the bytes they replaced.
+        (The maintenance thread calls this while the loop reads: each step is atomic.)"""
+        pos = first_entry * LOC_SIZE
+        end = pos + len(records)
+        have = len(self.locs)
+        old = bytes(self.locs[pos:end]) if pos < have else b""
+        if end > have:
+            self.locs.extend(bytes(end - have))
+        self.locs[pos:end] = records
+        return old
+
     def last_entry(self) -> int:
         i = len(self.locs) // LOC_SIZE - 1
         while i >= 0 and not LOC.unpack_from(self.locs, i * LOC_SIZE)[2]:

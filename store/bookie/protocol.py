@@ -20,6 +20,7 @@ A response with a status other than OK carries a UTF-8 message as its body.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from enum import IntEnum
 
 HEADER = struct.Struct(">iBBQ")  # frame_len, op, flags|status, request_id
@@ -61,7 +62,7 @@ def encode(op: int, flags_or_status: int, request_id: int, *body: bytes | memory
     return [frame(op, flags_or_status, request_id, n), *body]
 
 
-def encode_range(entries: list[bytes]) -> list[bytes | memoryview]:
+def encode_range(entries: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
     """READ_RANGE response body: each entry prefixed by its length."""
     out: list[bytes | memoryview] = []
     for e in entries:

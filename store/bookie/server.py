@@ -1,8 +1,11 @@
 """The bookie's TCP server and the `quire bookie` process entry point (run_bookie).
 
-One asyncio Protocol per connection parses frames straight from a bytearray, answers each
-request independently (responses may go out of order, matched by request id) and batches
-responses into one writelines per loop iteration. A bad request gets an error response for
+One asyncio BufferedProtocol per connection: the socket reads into a reusable buffer and
+small frames are copied out of it once; the rest of a large frame is read straight into a
+buffer of its own, which its entry then is (no copy at all). Each request is answered
+independently (responses may go out of order, matched by request id) and responses are
+batched into one writelines per loop iteration. When the write cache is full, ADDs wait in
+arrival order and the connection stops reading until a flush makes room (backpressure). A bad request gets an error response for
 that request only; a frame that breaks the framing (bad length) gets an error and the
 connection is closed. Other connections are unaffected.
 """
@@ -15,6 +18,7 @@ import logging
 import signal
 import struct
 import sys
+from collections import deque
 from pathlib import Path
 from typing import cast
 
@@ -25,20 +29,32 @@ from store.bookie.errors import BadRequestError, BookieError, Status
 log = logging.getLogger(__name__)
 
 _MAX_INFLIGHT = 4096  # per connection: pause reading beyond this many unanswered requests
+_BIG = 16 << 10  # a frame this big that spans reads is assembled in its own buffer: no more copies
+_RBUF = 256 << 10
+_ADD_OK = struct.Struct(">iBBQqq")  # a whole ADD response: header, ledger, entry
+_ADD_OK_LEN = _ADD_OK.size - 4
 
 
-class BookieConnection(asyncio.Protocol):
+class BookieConnection(asyncio.BufferedProtocol):
     def __init__(self, bookie: Bookie, max_frame: int, conns: set[BookieConnection]) -> None:
         self.bookie = bookie
         self.max_frame = max_frame
         self.conns = conns
         self.transport: asyncio.Transport | None = None
-        self._buf = bytearray()
+        self._rbuf = bytearray(_RBUF)  # reads land here; unparsed bytes in [_start, _end)
+        self._rview = memoryview(self._rbuf)
+        self._start = 0
+        self._end = 0
+        self._big: bytearray | None = None  # a large frame being assembled...
+        self._big_have = 0  # ...and how many of its bytes arrived
         self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._inflight = 0
         self._reading_paused = False
         self._write_paused = False
+        # Adds waiting for room in the write cache, in arrival order; reading stays paused
+        # until they are in (the client's own window then holds the rest: backpressure).
+        self._blocked: deque[tuple[int, int, int, bytes | memoryview]] = deque()
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop = asyncio.get_running_loop()
@@ -53,6 +69,7 @@ class BookieConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.conns.discard(self)
         self._closing = True
+        self._blocked.clear()
         for t in self._tasks:
             t.cancel()
 
@@ -66,7 +83,7 @@ class BookieConnection(asyncio.Protocol):
 
     def _update_reading(self) -> None:
         assert self.transport is not None
-        want_pause = self._write_paused or self._inflight >= _MAX_INFLIGHT
+        want_pause = self._write_paused or self._inflight >= _MAX_INFLIGHT or bool(self._blocked)
         if want_pause != self._reading_paused and not self._closing:
             self._reading_paused = want_pause
             if want_pause:
@@ -74,36 +91,74 @@ class BookieConnection(asyncio.Protocol):
             else:
                 self.transport.resume_reading()
 
-    def data_received(self, data: bytes) -> None:
+    # -- reading: straight into our buffers (no bytes object per read) --
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:  # the rest of a large frame goes straight to its own buffer
+            return memoryview(self._big)[self._big_have :]
+        if self._end == len(self._rbuf):  # full: move the incomplete frame to the front
+            n = self._end - self._start
+            self._rbuf[:n] = self._rbuf[self._start : self._end]
+            self._start, self._end = 0, n
+        return self._rview[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closing:
             return
-        buf = self._buf
-        buf += data
-        pos = 0
-        end = len(buf)
+        big = self._big
+        if big is not None:
+            self._big_have += nbytes
+            if self._big_have == len(big):
+                self._big = None
+                self._frame(big)
+            return
+        self._end += nbytes
+        self._parse()
+
+    def _parse(self) -> None:
+        """Dispatch every whole frame in the read buffer; an incomplete large one moves to
+        its own buffer, which the following reads fill directly."""
+        mv = self._rview
+        pos, end = self._start, self._end
         while end - pos >= 4:
-            (flen,) = struct.unpack_from(">i", buf, pos)
+            (flen,) = struct.unpack_from(">i", mv, pos)
             if flen < p.FRAME_OVERHEAD or flen > self.max_frame:
                 op, rid = 0, 0
                 if end - pos >= p.HEADER_SIZE:
-                    _, op, _, rid = p.HEADER.unpack_from(buf, pos)
+                    _, op, _, rid = p.HEADER.unpack_from(mv, pos)
                 self._fatal(op, rid, f"bad frame length {flen} (allowed {p.FRAME_OVERHEAD}..{self.max_frame})")
                 return
             if end - pos < 4 + flen:
+                if flen >= _BIG:
+                    big = self._big = bytearray(4 + flen)
+                    big[: end - pos] = mv[pos:end]
+                    self._big_have = end - pos
+                    pos = end
                 break
-            _, op, flags, rid = p.HEADER.unpack_from(buf, pos)
-            if op == p.Op.ADD and flen >= p.FRAME_OVERHEAD + 8:
-                # The hot path: copy the entry out once, as the bytes every layer keeps.
-                (lid,) = p.LEDGER.unpack_from(buf, pos + p.HEADER_SIZE)
-                entry = bytes(buf[pos + p.HEADER_SIZE + 8 : pos + 4 + flen])
-                pos += 4 + flen
-                self._dispatch_add(flags, rid, lid, entry)
-                continue
-            body = bytes(buf[pos + p.HEADER_SIZE : pos + 4 + flen])
+            _, op, flags, rid = p.HEADER.unpack_from(mv, pos)
+            body = pos + p.HEADER_SIZE
             pos += 4 + flen
-            self._dispatch(op, flags, rid, body)
-        if pos:
-            del buf[:pos]
+            if op == p.Op.ADD and flen >= p.FRAME_OVERHEAD + 8:
+                # The one copy: out of the read buffer, as the bytes every layer keeps.
+                (lid,) = p.LEDGER.unpack_from(mv, body)
+                self._dispatch_add(flags, rid, lid, bytes(mv[body + 8 : pos]))
+            else:
+                self._dispatch(op, flags, rid, bytes(mv[body:pos]))
+            if self._closing:
+                return
+        if pos == end:
+            self._start = self._end = 0
+        else:
+            self._start = pos
+
+    def _frame(self, frame: bytes | bytearray) -> None:
+        """One whole frame, owned by this call: the entry of an ADD is a view of it."""
+        flen, op, flags, rid = p.HEADER.unpack_from(frame, 0)
+        if op == p.Op.ADD and flen >= p.FRAME_OVERHEAD + 8:
+            (lid,) = p.LEDGER.unpack_from(frame, p.HEADER_SIZE)
+            self._dispatch_add(flags, rid, lid, memoryview(frame)[p.HEADER_SIZE + 8 :])
+        else:
+            self._dispatch(op, flags, rid, bytes(frame[p.HEADER_SIZE :]))
 
     # -- responses --
 
@@ -175,42 +230,50 @@ class BookieConnection(asyncio.Protocol):
         except ValueError:
             return f"op {op}"
 
-    def _dispatch_add(self, flags: int, rid: int, lid: int, entry: bytes) -> None:
+    def _dispatch_add(self, flags: int, rid: int, lid: int, entry: bytes | memoryview) -> None:
         self._inflight += 1
         if self._inflight >= _MAX_INFLIGHT:
             self._update_reading()
+        if self._blocked or not self._try_add(flags, rid, lid, entry):
+            # The write cache is full: hold this add (and every later one, in order) and stop
+            # reading until a flush makes room.
+            self._blocked.append((flags, rid, lid, entry))
+            if len(self._blocked) == 1:
+                self.bookie.storage.on_room(self._unblock)
+                self._update_reading()
+
+    def _try_add(self, flags: int, rid: int, lid: int, entry: bytes | memoryview) -> bool:
+        """Start an add (or answer its error); False if the write cache has no room."""
         try:
             if len(entry) < 24:
                 raise BadRequestError(f"ADD of a {len(entry)}-byte entry, shorter than an entry header")
             eid = struct.unpack_from(">q", entry, 8)[0]
             recovery = bool(flags & p.FLAG_RECOVERY)
-            if not self.bookie.add_cb(lid, entry, recovery, lambda exc: self._add_done(exc, rid, lid, eid)):
-                task = self._loop.create_task(self._add_slow(rid, lid, eid, entry, flags))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            return self.bookie.add_cb(lid, entry, recovery, lambda exc: self._add_done(exc, rid, lid, eid))
         except BookieError as e:
             self._error(p.Op.ADD, rid, e.status, str(e))
             self._done()
+            return True
+
+    def _unblock(self) -> None:
+        while self._blocked and not self._closing:
+            if not self._try_add(*self._blocked[0]):
+                self.bookie.storage.on_room(self._unblock)
+                return
+            self._blocked.popleft()
+        if not self._closing:
+            self._update_reading()
 
     def _add_done(self, exc: BaseException | None, rid: int, lid: int, eid: int) -> None:
-        if exc is None:
-            self._ok(p.Op.ADD, rid, p.LEDGER_ENTRY.pack(lid, eid))
+        if exc is None:  # the hot path: one pack, no list per response
+            self._out.append(_ADD_OK.pack(_ADD_OK_LEN, p.Op.ADD, Status.OK, rid, lid, eid))
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
         else:
             status = exc.status if isinstance(exc, BookieError) else Status.IO_ERROR
             self._error(p.Op.ADD, rid, status, str(exc))
         self._done()
-
-    async def _add_slow(self, rid: int, lid: int, eid: int, entry: bytes, flags: int) -> None:
-        try:
-            await self.bookie.add(lid, entry, bool(flags & p.FLAG_RECOVERY))
-        except BookieError as e:
-            self._error(p.Op.ADD, rid, e.status, str(e))
-        except OSError as e:
-            self._error(p.Op.ADD, rid, Status.IO_ERROR, str(e))
-        else:
-            self._ok(p.Op.ADD, rid, p.LEDGER_ENTRY.pack(lid, eid))
-        finally:
-            self._done()
 
     async def _handle(self, op: int, flags: int, rid: int, body: bytes) -> None:
         try:
@@ -294,7 +357,9 @@ class BookieServer:
             await self._server.wait_closed()
 
 
-async def _serve(data_dir: Path, journal_dir: Path, host: str, port: int, meta_url: str, rack: str | None) -> int:
+async def _serve(
+    data_dir: Path, journal_dir: Path, host: str, port: int, meta_url: str, rack: str | None, config: BookieConfig
+) -> int:
     from store.bookie.registration import CookieMismatchError, Registration, check_cookie
     from store.meta.api import open_meta
 
@@ -313,7 +378,7 @@ async def _serve(data_dir: Path, journal_dir: Path, host: str, port: int, meta_u
             print(f"quire bookie {address}: {e}", file=sys.stderr)
             log.error("%s", e)
             return 2
-        bookie = Bookie(data_dir, journal_dir)
+        bookie = Bookie(data_dir, journal_dir, config)
         server = BookieServer(bookie, host, port)
         # Hold the port before touching the directories: no second bookie at this address.
         await server.listen(start_serving=False)
@@ -358,9 +423,37 @@ async def _serve(data_dir: Path, journal_dir: Path, host: str, port: int, meta_u
 
 
 def run_bookie(
-    *, data_dir: str, journal_dir: str | None, host: str, port: int, meta_url: str, rack: str | None
+    *,
+    data_dir: str,
+    journal_dir: str | None,
+    host: str,
+    port: int,
+    meta_url: str,
+    rack: str | None,
+    no_fsync: bool = False,
+    journal_batch_wait: float | None = None,
+    flush_interval: float | None = None,
+    write_cache_mb: float | None = None,
 ) -> int:
-    """Run a bookie until SIGTERM/SIGINT (clean shutdown, everything flushed); the exit code."""
+    """Run a bookie until SIGTERM/SIGINT (clean shutdown, everything flushed); the exit code.
+    no_fsync: acknowledge adds without fdatasync (unsafe: benchmarks only). The others
+    override BookieConfig / StorageConfig defaults (seconds, seconds, MiB)."""
+    config = BookieConfig()
+    if no_fsync:
+        config.journal_sync = False
+        print(
+            f"quire bookie {host}:{port}: WARNING --no-fsync: the journal is not synced, "
+            "acknowledged adds can be lost on a crash. For benchmarks only.",
+            file=sys.stderr,
+        )
+    if journal_batch_wait is not None:
+        config.journal_batch_wait = journal_batch_wait
+    if flush_interval is not None:
+        config.storage.flush_interval = flush_interval
+    if write_cache_mb is not None:
+        config.storage.write_cache_bytes = max(1 << 20, int(write_cache_mb * (1 << 20)))
+    # The storage thread's Python work must not hold the loop off for the default 5 ms.
+    sys.setswitchinterval(0.001)
     d = Path(data_dir).absolute()
     j = Path(journal_dir).absolute() if journal_dir else d / "journal"
     try:
@@ -370,7 +463,7 @@ def run_bookie(
     except ImportError:  # pragma: no cover
         runner = asyncio.run  # type: ignore[assignment]
     try:
-        return runner(_serve(d, j, host, port, meta_url, rack))
+        return runner(_serve(d, j, host, port, meta_url, rack, config))
     except OSError as e:
         print(f"quire bookie {host}:{port}: {e}", file=sys.stderr)
         return 1

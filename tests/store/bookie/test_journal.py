@@ -119,3 +119,21 @@ async def test_batch_wait_groups_sequential_appends(tmp_path: Path) -> None:
     await asyncio.gather(*futs)
     assert j.fsyncs == 1
     await j.close()
+
+
+async def test_no_fsync_journal_acks_without_fdatasync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = 0
+    real = os.fdatasync
+
+    def counting(fd: int) -> None:
+        nonlocal calls
+        calls += 1
+        real(fd)
+
+    j = jr.Journal(tmp_path, sync=False)
+    j.open(after_file_id=-1)
+    monkeypatch.setattr(jr.os, "fdatasync", counting)
+    await asyncio.gather(*(j.append(jr.REC_ADD, b"x" * 100) for _ in range(500)))
+    assert calls == 0 and j.records == 500
+    await j.close()
+    assert len(_collect(tmp_path)) == 500  # written all the same

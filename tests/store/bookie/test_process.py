@@ -135,3 +135,24 @@ def test_sync_start_bookies(meta_url: str, tmp_path: Path) -> None:
     finally:
         stop_all(bookies)
     assert not any(b.alive for b in bookies)
+
+
+async def test_tuning_flags_and_no_fsync(
+    bookie_cluster: BookieCluster, meta_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tests.support.bookies as support
+
+    real = support.subprocess.Popen
+    extra = ["--no-fsync", "--write-cache-mb", "1", "--flush-interval", "0.2", "--journal-batch-wait", "0.001"]
+    monkeypatch.setattr(support.subprocess, "Popen", lambda cmd, *a, **k: real([*cmd, *extra], *a, **k))
+    b = await bookie_cluster.start_one(meta_url)
+    monkeypatch.undo()
+    assert "--no-fsync" in b.output() and "UNSAFE" in b.output()  # loudly logged
+    c = BookieClient(b.address)
+    entries = [pack_entry(3, i, i - 1, bytes([i % 256]) * 8000) for i in range(600)]  # ~5 MB > 1 MB cache
+    await asyncio.gather(*(c.add(3, e) for e in entries))
+    assert await c.read_range(3, 0, 599, 1 << 30) == entries
+    # Small cache, short interval: flushed to the index files already.
+    assert (b.data_dir / "ledgers" / "3.idx").exists()
+    await c.close()
+    assert b.terminate() == 0

@@ -103,8 +103,36 @@ async def test_long_poll_wakes_on_add_and_times_out(client: BookieClient, server
     await client.add(4, pack_entry(4, 1, 0, b"1"))  # carries LAC 0
     assert await asyncio.wait_for(waiter, 10) == 0
     assert await client.wait_lac(4, -1, 5) == 0  # already past: immediate
+
+
+async def test_long_poll_on_unknown_ledger_parks_until_it_appears(
+    client: BookieClient, server: BookieServer
+) -> None:
+    # A reader may poll before the writer's first add reaches this bookie: no NO_LEDGER.
+    assert await client.wait_lac(404, -1, 0.05) == -1  # times out like any poll
+    assert server.bookie.storage._unknown_waiters == {}  # the timed-out poll left nothing behind
+    waiter = asyncio.create_task(client.wait_lac(404, -1, 30))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    await client.add(404, pack_entry(404, 0, -1, b"0"))  # creates the ledger, LAC still -1
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    await client.add(404, pack_entry(404, 1, 0, b"1"))
+    assert await asyncio.wait_for(waiter, 10) == 0
+    # Fencing and reads of an unknown ledger still answer at once, as before.
     with pytest.raises(NoLedgerError):
-        await client.wait_lac(404, -1, 1)
+        await client.read(405, 0)
+    with pytest.raises(NoLedgerError):
+        await client.read_lac(405)
+    # A parked poll on a ledger that gets deleted fails; polls on deleted ledgers fail at once.
+    parked = asyncio.create_task(client.wait_lac(406, -1, 30))
+    await asyncio.sleep(0.05)
+    await client.delete_ledger(406)
+    with pytest.raises(NoLedgerError):
+        await asyncio.wait_for(parked, 10)
+    with pytest.raises(NoLedgerError):
+        await client.wait_lac(406, -1, 1)
+    assert server.bookie.storage._unknown_waiters == {}
 
 
 async def _raw(server: BookieServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

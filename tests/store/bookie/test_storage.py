@@ -189,3 +189,31 @@ async def test_deleted_ledger_stays_dead_across_restart(tmp_path: Path, checkpoi
         await b.read(7, 0)
     await _fill(b, 8, 3)  # other ledgers are unaffected
     await b.close()
+
+
+async def test_flushed_but_not_checkpointed_entries_survive_a_crash(tmp_path: Path) -> None:
+    # A flush moves entries to the entry log and index without moving the journal mark:
+    # after a crash the journal replays them again, and nothing is lost or doubled.
+    b = Bookie(tmp_path / "d", config=BookieConfig(storage=StorageConfig(flush_interval=3600)))
+    await b.start()
+    await _fill(b, 1, 40)
+    checkpoints = b.storage.checkpoints
+    await b.storage.flush()
+    assert b.storage.checkpoints == checkpoints  # no mark moved, no journal file deleted
+    assert b.storage.cached_bytes == 0 and (tmp_path / "d" / "ledgers" / "1.idx").stat().st_size == 40 * 16
+    await _fill(b, 2, 10)
+    await b.journal.close()  # crash: no checkpoint
+    b.storage._pool.shutdown()
+    b.storage.logs.close()
+
+    b = Bookie(tmp_path / "d", config=BookieConfig(storage=StorageConfig(flush_interval=3600)))
+    await b.start()
+    assert b.replayed == 50
+    b.storage._read_cache.clear()
+    _check(await b.read_range(1, 0, 39, 1 << 30), 1, 0)
+    _check(await b.read_range(2, 0, 9, 1 << 30), 2, 0)
+    assert b.read_lac(1) == (38, 39)
+    # The first copies of ledger 1 are dead bytes now; live accounting knows it.
+    live = sum(b.storage._live.values())
+    assert live == 50 * (300 + 28 + 4)
+    await b.close()

@@ -78,14 +78,14 @@ class MemoryBookie:
 
     async def wait_lac(self, ledger_id: int, previous_lac: int, timeout: float) -> int:  # noqa: ASYNC109
         await self._gate()
-        if ledger_id not in self.ledgers:
-            raise NoLedgerError(f"no ledger {ledger_id}")  # as the real bookie: nothing to wait on yet
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
         while loop.time() < end:
-            lac = self._lac(ledger_id)[0]
-            if lac > previous_lac:
-                return lac
+            # As the real bookie: a ledger not seen yet parks the poll until it appears.
+            if ledger_id in self.ledgers:
+                lac = self._lac(ledger_id)[0]
+                if lac > previous_lac:
+                    return lac
             await asyncio.sleep(0.01)
         return previous_lac
 

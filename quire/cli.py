@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
     g.add_argument("--no-auto-create", action="store_true", help="auto.create.topics.enable=false")
     g.add_argument("--data-dir", default=None, help="reported as the gateway's log dir")
+    g.add_argument("--offsets-topic-partitions", type=int, default=None,
+                   help="offsets.topic.num.partitions: consumer-group coordinator shards (default 16)")
+    g.add_argument("--group-initial-rebalance-delay-ms", type=int, default=None,
+                   help="group.initial.rebalance.delay.ms (default 3000)")
     g.add_argument(
         "--session-timeout", type=float, default=10.0,
         help="metadata-store session timeout in seconds: how fast a dead gateway's partitions move",
@@ -88,6 +92,8 @@ def _gateway(args: argparse.Namespace) -> int:
             ensemble_size=e, write_quorum=wq, ack_quorum=aq, default_replication_factor=wq,
             num_partitions=args.num_partitions, auto_create_topics=not args.no_auto_create,
             meta_session_timeout_s=args.session_timeout,
+            offsets_topic_partitions=args.offsets_topic_partitions,
+            group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         )
     except ValueError as err:
         raise SystemExit(f"quire gateway: {err}") from None

@@ -3,7 +3,9 @@
 Add: verify the entry's CRC, refuse if fenced (unless recovery), put it in the write cache,
 then journal it; the returned future resolves once the journal record is fdatasync'd.
 Fence: set the flag, journal a fence record on the first fence; every fence of that ledger
-answers only after that record is durable. Start-up replays the journal from the storage's
+answers only after that record is durable. Write LAC (an idle writer's explicit LAC): raise the
+known LAC at once (waking long polls) and answer once its journal record is durable; refused
+on a fenced or deleted ledger. Start-up replays the journal from the storage's
 checkpoint mark, then checkpoints so the replayed journal files can go.
 """
 
@@ -26,7 +28,7 @@ from store.bookie.errors import (
     NoLedgerError,
     Status,
 )
-from store.bookie.protocol import LEDGER
+from store.bookie.protocol import LEDGER, WRITE_LAC_REQ
 from store.bookie.storage import Entry, LedgerStorage, StorageConfig
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,10 @@ class Bookie:
             self.storage.fence(LEDGER.unpack_from(payload)[0])
         elif rtype == jr.REC_DELETE:
             self.storage.delete(LEDGER.unpack_from(payload)[0])
+        elif rtype == jr.REC_LAC:
+            lid, lac = WRITE_LAC_REQ.unpack_from(payload)
+            if lid not in self.storage.tombstones:
+                self.storage.raise_lac(lid, lac)
         else:
             log.warning("unknown journal record type %d skipped", rtype)
 
@@ -169,6 +175,23 @@ class Bookie:
 
     async def wait_lac(self, ledger_id: int, previous_lac: int, wait_s: float) -> int | None:
         return await self.storage.wait_lac(ledger_id, previous_lac, wait_s)
+
+    async def write_lac(self, ledger_id: int, lac: int) -> None:
+        """Record the writer's explicit LAC. Only the writer sends it, and only for entries it
+        knows are acked at the ack quorum, so it is safe as a lower bound everywhere."""
+        if lac < -1:
+            raise BadRequestError(f"bad LAC {lac}")
+        if ledger_id in self.storage.tombstones:
+            raise NoLedgerError(f"ledger {ledger_id} was deleted")
+        info = self.storage.ledgers.get(ledger_id)
+        if info is not None and info.fenced:
+            raise FencedError(f"ledger {ledger_id} is fenced")
+        if info is not None and lac <= info.lac:
+            return  # known already (piggybacked, or an earlier WRITE_LAC)
+        if self.journal.failed is not None:
+            raise BookieError(f"journal failed: {self.journal.failed}", Status.IO_ERROR)
+        self.storage.raise_lac(ledger_id, lac)
+        await self.journal.append(jr.REC_LAC, WRITE_LAC_REQ.pack(ledger_id, lac))
 
     async def delete_ledger(self, ledger_id: int) -> None:
         self.storage.delete(ledger_id)

@@ -269,6 +269,11 @@ class BookieClient:
     async def delete_ledger(self, ledger_id: int) -> None:
         await self._call(p.Op.DELETE_LEDGER, 0, [p.LEDGER.pack(ledger_id)])
 
+    async def write_lac(self, ledger_id: int, lac: int) -> None:
+        """Send the writer's explicit LAC (durable on the bookie when this returns).
+        FencedError on a fenced ledger, NoLedgerError on a deleted one."""
+        await self._call(p.Op.WRITE_LAC, 0, [p.WRITE_LAC_REQ.pack(ledger_id, lac)])
+
     async def close(self) -> None:
         self._closed = True
         conn, self._conn = self._conn, None

@@ -1,7 +1,7 @@
 """The bookie's write-ahead journal: append-only files with group commit.
 
 File = [magic:8] then records [len:u32][crc32c:u32][type:u8][payload], CRC over type+payload.
-Every add/fence/delete is appended here and acknowledged only after its bytes are fdatasync'd.
+Every add/fence/delete/explicit LAC is appended here and acknowledged only after its bytes are fdatasync'd.
 Appends that arrive while a write+fdatasync is in progress queue up and go out together in one
 write and one fdatasync (in a worker thread, so the event loop keeps serving). Files roll at a
 size; files wholly before the ledger storage's checkpoint mark are deleted.
@@ -34,6 +34,7 @@ MAX_RECORD = 64 << 20
 REC_ADD = 1  # payload: a packed entry
 REC_FENCE = 2  # payload: [ledger:i64]
 REC_DELETE = 3  # payload: [ledger:i64]
+REC_LAC = 4  # payload: [ledger:i64][lac:i64], an explicit LAC (WRITE_LAC)
 
 _NAME = "journal-{:010d}.log"
 _SLOW_SYNC = 1.0  # log write+fdatasync slower than this (an overloaded or failing disk)

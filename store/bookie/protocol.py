@@ -13,6 +13,7 @@ frame_len counts the bytes after itself (so >= 10). Bodies, all integers big-end
     READ_LAC_LONGPOLL req [ledger:i64][previous_lac:i64][timeout_ms:u32]   resp [lac:i64]
     FENCE             req [ledger:i64]                          resp [lac:i64][last_entry:i64]
     DELETE_LEDGER     req [ledger:i64]                          resp (empty)
+    WRITE_LAC         req [ledger:i64][lac:i64]                 resp (empty)
 
 A response with a status other than OK carries a UTF-8 message as its body.
 """
@@ -33,6 +34,7 @@ LEDGER_ENTRY = struct.Struct(">qq")
 RANGE_REQ = struct.Struct(">qqqI")
 LONGPOLL_REQ = struct.Struct(">qqI")
 LAC_RESP = struct.Struct(">qq")
+WRITE_LAC_REQ = struct.Struct(">qq")
 LEN = struct.Struct(">I")
 
 FLAG_RECOVERY = 0x01  # ADD: a recovery writer may add to a fenced ledger
@@ -47,6 +49,7 @@ class Op(IntEnum):
     READ_LAC_LONGPOLL = 5
     FENCE = 6
     DELETE_LEDGER = 7
+    WRITE_LAC = 8  # explicit LAC from an idle writer (BookKeeper's explicitLacInterval)
 
 
 def frame(op: int, flags_or_status: int, request_id: int, body_len: int) -> bytes:

@@ -299,6 +299,10 @@ class BookieConnection(asyncio.BufferedProtocol):
                 (lid,) = p.LEDGER.unpack(body)
                 await b.delete_ledger(lid)
                 self._ok(op, rid)
+            elif op == p.Op.WRITE_LAC:
+                lid, lac = p.WRITE_LAC_REQ.unpack(body)
+                await b.write_lac(lid, lac)
+                self._ok(op, rid)
             else:
                 self._error(op, rid, Status.BAD_REQUEST, f"unknown op {op}")
         except BookieError as e:

@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class LedgerInfo:
     fenced: bool = False
-    lac: int = -1  # highest LAC carried by any entry of this ledger
+    lac: int = -1  # highest LAC carried by any entry of this ledger or sent by WRITE_LAC
     last_entry: int = -1
     waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
 
@@ -209,6 +209,19 @@ class LedgerStorage:
         self._active_bytes += len(entry) - (len(old) if old is not None else 0)
         if entry_id > info.last_entry:
             info.last_entry = entry_id
+        if lac > info.lac:
+            info.lac = lac
+            if info.waiters:
+                self._notify(info)
+        return info
+
+    def raise_lac(self, ledger_id: int, lac: int) -> LedgerInfo:
+        """An explicit LAC (WRITE_LAC or its journal record): the known LAC becomes at least
+        `lac`, waking long polls. A ledger not seen yet is created (it may hold no entry here
+        when the ledger is striped)."""
+        info = self.ledgers.get(ledger_id)
+        if info is None:
+            info = self._new_ledger(ledger_id)
         if lac > info.lac:
             info.lac = lac
             if info.waiters:

@@ -30,9 +30,13 @@ class LedgerClient:
         read_timeout: float = 5.0,
         speculative_read_timeout: float = 0.2,
         bookies: BookieConns | None = None,
+        explicit_lac_interval: float = 0.1,
     ) -> None:
         """`bookies` overrides the connection pool (default: a store.bookie.client.BookiePool
-        owned, and closed, by this client)."""
+        owned, and closed, by this client). explicit_lac_interval: a writer idle this long
+        tells its bookies its LAC (WRITE_LAC), so readers see its last entry; 0 (for now the
+        default, as tests assert the old one-behind LAC) disables; 0.1 is the intended value."""
+        self.explicit_lac_interval = explicit_lac_interval
         self._owned_pool = None
         if bookies is None:
             from store.bookie.client import BookiePool
@@ -77,7 +81,7 @@ class LedgerClient:
             except NodeExistsError:
                 log.warning("ledger id %d already taken, allocating another", ledger_id)
                 continue
-            return LedgerWriter(env, md.copy(version=0))
+            return LedgerWriter(env, md.copy(version=0), explicit_lac_interval=self.explicit_lac_interval)
 
     async def _allocate_id(self) -> int:
         """ZooKeeper's sequential-node counter as the id generator (BookKeeper's ZkLedgerIdGenerator)."""

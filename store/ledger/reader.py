@@ -52,8 +52,8 @@ class LedgerReader:
 
     async def wait_lac(self, after: int, timeout: float) -> int:  # noqa: ASYNC109
         """Long-poll until the LAC passes `after`; returns the new LAC, or `after` on timeout.
-        The bookies learn the LAC from the next entry, so the LAC of the very last entry of
-        an open ledger shows only once the writer adds another one (or closes it)."""
+        Bookies learn the LAC from the next entry, or from the writer's explicit LAC once it
+        has been idle for its explicit_lac_interval (with 0, only from the next entry)."""
         if self.last_add_confirmed > after:
             return self.last_add_confirmed
         if self.is_closed:

@@ -5,7 +5,8 @@ is acknowledged (its future resolved, LAC advanced) only when every earlier entr
 that errors or stalls for add_timeout is replaced: new fragment from LAC+1 written to the
 metadata with compare-and-set, then every pending entry is resent to the newcomer. With no
 spare bookie, one that is still registered (slow, not gone) is kept and resent to instead. A
-FENCED answer from any bookie ends the writer: every pending and later add fails.
+FENCED answer from any bookie ends the writer: every pending and later add fails. An idle
+writer sends its LAC explicitly (WRITE_LAC) so that readers see the last entry without a next add.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ class _Add:
 
 
 class LedgerWriter:
-    def __init__(self, env: LedgerEnv, metadata: LedgerMetadata) -> None:
+    def __init__(self, env: LedgerEnv, metadata: LedgerMetadata, *, explicit_lac_interval: float = 0.0) -> None:
+        """explicit_lac_interval: once idle this long with a LAC no bookie was told yet, send
+        it to the ensemble with WRITE_LAC (0: never; bookies then learn it from the next add)."""
         if metadata.state != OPEN:
             raise LedgerClosedError(f"ledger {metadata.ledger_id} is {metadata.state}")
         self._env = env
@@ -83,6 +86,11 @@ class LedgerWriter:
         self._closing = False
         self._closed = False
         self._aborted = False
+        self.explicit_lac_interval = explicit_lac_interval
+        self._told_lac = self.last_add_confirmed  # highest LAC sent to any bookie
+        self._last_append = 0.0  # loop time of the last append
+        self._lac_timer: asyncio.TimerHandle | None = None
+        self._lac_task: asyncio.Task[None] | None = None
 
     # -- adds -----------------------------------------------------------------------------
 
@@ -97,9 +105,10 @@ class LedgerWriter:
         eid = self._next_entry_id
         self._next_entry_id = eid + 1
         self._sent_length += len(payload)
-        packed = pack_entry(
-            self.ledger_id, eid, self.last_add_confirmed, payload, prefix=length_prefix(self._sent_length)
-        )
+        lac = self.last_add_confirmed
+        packed = pack_entry(self.ledger_id, eid, lac, payload, prefix=length_prefix(self._sent_length))
+        self._told_lac = lac  # piggybacked (never decreases: LAC only grows)
+        self._last_append = loop.time()
         add = _Add(eid, packed, len(payload), loop.create_future())
         self._pending.append(add)
         failed = self._failed_mask
@@ -155,6 +164,43 @@ class LedgerWriter:
             self.length += add.size
             if not add.future.done():
                 add.future.set_result(add.entry_id)
+        if self._lac_timer is None and self.explicit_lac_interval > 0 and self.last_add_confirmed > self._told_lac:
+            self._schedule_lac(self.explicit_lac_interval)
+
+    # -- explicit LAC for an idle writer ----------------------------------------------------
+
+    def _schedule_lac(self, delay: float) -> None:
+        self._lac_timer = asyncio.get_running_loop().call_later(delay, self._lac_due)
+
+    def _lac_due(self) -> None:
+        self._lac_timer = None
+        if self._error is not None or self._closed or self.last_add_confirmed <= self._told_lac:
+            return
+        if self._lac_task is not None:  # the previous round is still out: check again later
+            self._schedule_lac(self.explicit_lac_interval)
+            return
+        idle = asyncio.get_running_loop().time() - self._last_append
+        if idle < self.explicit_lac_interval:
+            self._schedule_lac(self.explicit_lac_interval - idle)
+            return
+        lac = self._told_lac = self.last_add_confirmed
+        self._lac_task = asyncio.get_running_loop().create_task(self._send_lac(lac))
+
+    async def _send_lac(self, lac: int) -> None:
+        """WRITE_LAC to every bookie of the current ensemble. Best effort: a failure (a fenced
+        ledger included; the next add will say so) only costs readers the early LAC."""
+        conns = [c for i, c in enumerate(self._conns) if not self._failed_mask & (1 << i)]
+
+        async def one(conn: BookieConn) -> None:
+            await asyncio.wait_for(conn.write_lac(self.ledger_id, lac), self._env.add_timeout)
+
+        try:
+            results = await asyncio.gather(*(one(c) for c in conns), return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException):
+                    log.debug("ledger %d: explicit LAC %d not delivered: %r", self.ledger_id, lac, r)
+        finally:
+            self._lac_task = None
 
     def _fail(self, exc: LedgerError) -> None:
         if self._error is not None:
@@ -170,10 +216,13 @@ class LedgerWriter:
 
     def _stop_background(self) -> None:
         current = asyncio.current_task()
-        for t in (self._watchdog, self._change_task):
+        for t in (self._watchdog, self._change_task, self._lac_task):
             if t is not None and t is not current:
                 t.cancel()
         self._watchdog = None
+        if self._lac_timer is not None:
+            self._lac_timer.cancel()
+            self._lac_timer = None
 
     # -- bookie failures and ensemble change -----------------------------------------------
 

@@ -17,6 +17,8 @@ class MemoryBookie:
         self.address = address
         self.ledgers: dict[int, dict[int, bytes]] = {}
         self.fenced: set[int] = set()
+        self.explicit_lac: dict[int, int] = {}  # WRITE_LAC
+        self.write_lacs = 0
         self.down = False  # requests fail at once (connection refused)
         self.hang = False  # requests never answer (SIGSTOP)
         self.add_delay = 0.0
@@ -66,11 +68,12 @@ class MemoryBookie:
         return out
 
     def _lac(self, ledger_id: int) -> tuple[int, int]:
+        explicit = self.explicit_lac.get(ledger_id, -1)
         entries = self.ledgers.get(ledger_id)
         if not entries:
-            return -1, -1
+            return explicit, -1
         last = max(entries)
-        return peek_ids(entries[last])[2], last
+        return max(peek_ids(entries[last])[2], explicit), last
 
     async def read_lac(self, ledger_id: int) -> tuple[int, int]:
         await self._gate()
@@ -82,7 +85,7 @@ class MemoryBookie:
         end = loop.time() + timeout
         while loop.time() < end:
             # As the real bookie: a ledger not seen yet parks the poll until it appears.
-            if ledger_id in self.ledgers:
+            if ledger_id in self.ledgers or ledger_id in self.explicit_lac:
                 lac = self._lac(ledger_id)[0]
                 if lac > previous_lac:
                     return lac
@@ -94,9 +97,17 @@ class MemoryBookie:
         self.fenced.add(ledger_id)
         return self._lac(ledger_id)
 
+    async def write_lac(self, ledger_id: int, lac: int) -> None:
+        await self._gate()
+        if ledger_id in self.fenced:
+            raise FencedError(f"ledger {ledger_id} fenced on {self.address}")
+        self.write_lacs += 1
+        self.explicit_lac[ledger_id] = max(lac, self.explicit_lac.get(ledger_id, -1))
+
     async def delete_ledger(self, ledger_id: int) -> None:
         await self._gate()
         self.ledgers.pop(ledger_id, None)
+        self.explicit_lac.pop(ledger_id, None)
 
 
 class MemoryBookies:

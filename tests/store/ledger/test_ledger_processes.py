@@ -202,7 +202,7 @@ async def test_tailing_reader_and_lac_embedded(bookie_cluster: Any, tmp_path: Pa
     await bookie_cluster(3, url)
     meta = open_meta(url)
     await meta.start()
-    lc = LedgerClient(meta)
+    lc = LedgerClient(meta, explicit_lac_interval=0)  # the LAC lags one entry, as in BookKeeper without it
     w = await lc.create(3, 3, 2)
     for i in range(5):
         await w.append(_payload(i))

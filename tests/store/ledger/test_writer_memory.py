@@ -44,6 +44,7 @@ def _client(
     add_timeout: float = 2.0,
     read_timeout: float = 5.0,
     speculative_read_timeout: float = 0.2,
+    explicit_lac_interval: float = 0.1,
 ) -> LedgerClient:
     return LedgerClient(
         meta,
@@ -51,6 +52,7 @@ def _client(
         add_timeout=add_timeout,
         read_timeout=read_timeout,
         speculative_read_timeout=speculative_read_timeout,
+        explicit_lac_interval=explicit_lac_interval,
     )
 
 
@@ -212,7 +214,7 @@ async def test_recovery_finds_entry_on_one_bookie_when_others_silent(
 
 
 async def test_open_without_recovery_reads_to_lac_and_waits(meta: MetaStore, bookies: MemoryBookies) -> None:
-    lc = _client(meta, bookies)
+    lc = _client(meta, bookies, explicit_lac_interval=0)
     w = await lc.create(3, 3, 2)
     for i in range(10):
         await w.append(b"%d" % i)

@@ -18,8 +18,6 @@ import cProfile
 import functools
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,18 +26,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from store import layout  # noqa: E402
+import _bookies as bk  # noqa: E402
+
 from store.ledger import LedgerClient  # noqa: E402
-from store.meta.api import MetaStore, open_meta  # noqa: E402
+from store.meta.api import open_meta  # noqa: E402
 
 PROFILE_BOOKIES: str | None = None  # --profile-bookies DIR: run each bookie under cProfile
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _bookie_flags() -> str:
@@ -53,50 +47,8 @@ def _bookie_flags() -> str:
     return out.stdout
 
 
-async def _start_bookies(
-    meta: MetaStore, url: str, base: Path, n: int, extra: list[str]
-) -> list[subprocess.Popen[bytes]]:
-    procs = []
-    for i in range(n):
-        d = base / f"bookie-{i}"
-        d.mkdir(parents=True)
-        prof = ["-m", "cProfile", "-o", f"{PROFILE_BOOKIES}/bookie-{i}.prof"] if PROFILE_BOOKIES else []
-        port = str(_free_port())
-        cmd = [sys.executable, *prof, "-m", "quire", "bookie", "--dir", str(d), "--port", port, "--meta", url]
-        procs.append(_spawn([*cmd, *extra], base / f"bookie-{i}.log"))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if len(await meta.children(layout.BOOKIES_AVAILABLE)) >= n:
-                return procs
-        except Exception:
-            pass
-        if any(p.poll() is not None for p in procs):
-            break
-        await asyncio.sleep(0.1)
-    _stop(procs)
-    raise RuntimeError(f"bookies did not register; see logs in {base}")
-
-
-def _spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    with log_path.open("wb") as log:
-        return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-
-
 def _record(lat: list[float], loop: asyncio.AbstractEventLoop, t0: float, fut: asyncio.Future[int]) -> None:
     lat.append(loop.time() - t0)
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -251,11 +203,12 @@ async def _cluster_run(
     url = f"embedded://{base / 'meta'}"
     meta = open_meta(url)
     await meta.start()
-    procs = await _start_bookies(meta, url, base / "bookies", 3, extra)
+    procs = bk.spawn_bookies(url, base / "bookies", 3, extra=extra, profile_dir=PROFILE_BOOKIES)
+    await bk.wait_bookies(meta, procs, 3, base / "bookies")
     try:
         return await _run_phases(url, args, label, [p.pid for p in procs])
     finally:
-        _stop(procs)
+        bk.stop(procs)
         await meta.close()
 
 

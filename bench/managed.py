@@ -12,9 +12,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,8 +20,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from store import layout  # noqa: E402
+import _bookies as bk  # noqa: E402
+
 from store.ledger.client import LedgerClient  # noqa: E402
 from store.managed.cache import EntryCache  # noqa: E402
 from store.managed.config import LogConfig  # noqa: E402
@@ -33,61 +32,6 @@ from store.managed.position import Position  # noqa: E402
 from store.meta.api import MetaStore, open_meta  # noqa: E402
 
 E, WQ, AQ = 3, 3, 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _spawn_bookies(url: str, base: Path, n: int) -> list[subprocess.Popen[bytes]]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    procs = []
-    for i in range(n):
-        d = base / f"bookie-{i}"
-        d.mkdir(parents=True)
-        cmd = [
-            sys.executable,
-            "-m",
-            "quire",
-            "bookie",
-            "--dir",
-            str(d),
-            "--port",
-            str(_free_port()),
-            "--meta",
-            url,
-        ]
-        with (base / f"bookie-{i}.log").open("wb") as out:
-            procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
-    return procs
-
-
-async def _wait_bookies(meta: MetaStore, procs: list[subprocess.Popen[bytes]], n: int) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if len(await meta.children(layout.BOOKIES_AVAILABLE)) >= n:
-                return
-        except Exception:
-            pass
-        if any(p.poll() is not None for p in procs):
-            break
-        await asyncio.sleep(0.1)
-    raise RuntimeError("bookies did not register")
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -242,12 +186,12 @@ async def main() -> None:
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="quire-bench-managed-"))
     url = f"embedded://{base / 'meta'}"
-    procs = _spawn_bookies(url, base, 3)
+    procs = bk.spawn_bookies(url, base, 3)
     meta = open_meta(url)
     await meta.start()
     client = LedgerClient(meta)
     try:
-        await _wait_bookies(meta, procs, 3)
+        await bk.wait_bookies(meta, procs, 3, base)
         print(f"3 bookies, E={E} WQ={WQ} AQ={AQ}, data in {base}")
         ratio = await bench_append(meta, client, args.size, args.seconds, args.window, args.rounds)
         p99 = await bench_tail(meta, client, args.tail_entries, args.tail_rate)
@@ -255,7 +199,7 @@ async def main() -> None:
     finally:
         await client.close()
         await meta.close()
-        _stop(procs)
+        bk.stop(procs)
         shutil.rmtree(base, ignore_errors=True)
     print(f"BENCH managed append_vs_ledger={ratio:.3f} tail_p99_ms={p99:.3f} catchup_MBps={mbps:.1f}")
 

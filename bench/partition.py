@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import managed as mb  # noqa: E402  (bookie process helpers)
+import _bookies as bk  # noqa: E402
 
 from gateway.partition.log import PartitionLog, batch_offsets  # noqa: E402
 from gateway.topics.registry import TopicInfo  # noqa: E402
@@ -56,12 +56,12 @@ async def pump(fn: Any, seconds: float, window: int) -> int:
 async def run(args: argparse.Namespace) -> None:
     base = Path(tempfile.mkdtemp(prefix="quire-bench-partition-"))
     url = f"embedded://{base / 'meta'}"
-    procs = mb._spawn_bookies(url, base, args.bookies)
+    procs = bk.spawn_bookies(url, base, args.bookies)
     meta = open_meta(url)
     await meta.start()
     client = LedgerClient(meta)
     try:
-        await mb._wait_bookies(meta, procs, args.bookies)
+        await bk.wait_bookies(meta, procs, args.bookies, base)
         e = min(3, args.bookies)
         repl = (e, e, min(2, e))
         template = make_batch(args.batch_kib)
@@ -113,7 +113,7 @@ async def run(args: argparse.Namespace) -> None:
     finally:
         await client.close()
         await meta.close()
-        mb._stop(procs)
+        bk.stop(procs)
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
-import struct
 import threading
 import time
 import uuid
@@ -25,12 +23,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.cluster import inspect, leases
 from kafka_wire.errors import ErrorCode
-from kafka_wire.frames import decode_response, encode_request
 from kafka_wire.messages.list_offsets import ListOffsetsRequest
 from kafka_wire.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
-from kafka_wire.messages.request_header import RequestHeader
 from store.meta.api import MetaStore, open_meta
 from tests.support.cluster import GatewayProc
+from tests.support.gateway import RawKafka
 
 pytestmark = pytest.mark.slow
 
@@ -39,24 +36,10 @@ PARTITIONS = 6
 CARRY_ON_WITHIN = 10.0  # the issue's bound, from the SIGKILL to traffic through the survivor
 
 
-def kafka_call(address: str, header: RequestHeader, body: Any) -> Any:
+def kafka_call(address: str, api_key: int, version: int, body: Any) -> Any:
     """One raw request/response on a fresh connection."""
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(encode_request(header, body))
-        size = struct.unpack(">i", _recv(s, 4))[0]
-        _, resp = decode_response(header.api_key, header.api_version, _recv(s, size))
-        return resp
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
+    with RawKafka(address) as conn:
+        return conn.request(api_key, version, body)
 
 
 def list_offsets_error(address: str, partition: int) -> int:
@@ -74,7 +57,7 @@ def list_offsets_error(address: str, partition: int) -> int:
             )
         ],
     )
-    resp = kafka_call(address, RequestHeader(api_key=2, api_version=5, correlation_id=11, client_id="t"), req)
+    resp = kafka_call(address, 2, 5, req)
     return int(resp.topics[0].partitions[0].error_code)
 
 
@@ -94,9 +77,7 @@ def end_offset_for_epoch(address: str, partition: int, epoch: int) -> tuple[int,
             )
         ],
     )
-    resp = kafka_call(
-        address, RequestHeader(api_key=23, api_version=3, correlation_id=12, client_id="t"), req
-    )
+    resp = kafka_call(address, 23, 3, req)
     r = resp.topics[0].partitions[0]
     return int(r.error_code), int(r.leader_epoch), int(r.end_offset)
 

@@ -27,7 +27,7 @@ from store.meta.api import (
     Stat,
     Watcher,
 )
-from store.meta.paths import validate_path
+from store.meta.paths import validate_node_path, validate_path
 from store.meta.sqlite_db import Change, MetaDb, SessionGone
 from store.meta.watch_table import WatchTable
 
@@ -157,9 +157,7 @@ class EmbeddedMetaStore(MetaStore):
         sequential: bool = False,
         make_parents: bool = False,
     ) -> str:
-        validate_path(path, sequential=sequential)
-        if path == "/":
-            raise ValueError("cannot create the root node")
+        validate_node_path(path, "create", sequential=sequential)
         db = self._live()
         created, changes = await self._write(
             db.create, self._sid, path, bytes(data), ephemeral, sequential, make_parents
@@ -175,9 +173,7 @@ class EmbeddedMetaStore(MetaStore):
         return stat
 
     async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
-        validate_path(path)
-        if path == "/":
-            raise ValueError("cannot delete the root node")
+        validate_node_path(path, "delete")
         db = self._live()
         changes = await self._write(db.delete, self._sid, path, version, recursive)
         self._watches.dispatch(changes)

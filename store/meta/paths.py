@@ -29,6 +29,14 @@ def validate_path(path: str, *, sequential: bool = False) -> str:
     return path
 
 
+def validate_node_path(path: str, op: str, *, sequential: bool = False) -> str:
+    """validate_path for an operation that may not touch the root ("create", "delete")."""
+    validate_path(path, sequential=sequential)
+    if path == "/":
+        raise ValueError(f"cannot {op} the root node")
+    return path
+
+
 def parent_of(path: str) -> str:
     """'/a/b' -> '/a'; '/a' -> '/'; '/' -> ''."""
     if path == "/":

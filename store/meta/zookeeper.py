@@ -33,7 +33,7 @@ from store.meta.api import (
     Watcher,
     WatchEvent,
 )
-from store.meta.paths import validate_path
+from store.meta.paths import validate_node_path, validate_path
 
 log = logging.getLogger(__name__)
 
@@ -287,9 +287,7 @@ class ZkMetaStore(MetaStore):
         sequential: bool = False,
         make_parents: bool = False,
     ) -> str:
-        validate_path(path, sequential=sequential)
-        if path == "/":
-            raise ValueError("cannot create the root node")
+        validate_node_path(path, "create", sequential=sequential)
         client = self._live(path)
         created = await self._bridge(
             client.create_async(
@@ -303,9 +301,8 @@ class ZkMetaStore(MetaStore):
         return _stat(await self._bridge(client.set_async(self._full(path), bytes(data), version)))
 
     async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        validate_node_path(path, "delete")
         client = self._live(path)
-        if path == "/":
-            raise ValueError("cannot delete the root node")
         full = self._full(path)
         if not recursive:
             await self._bridge(client.delete_async(full, version))

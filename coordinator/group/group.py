@@ -8,6 +8,7 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
+from coordinator.group.records import OffsetValue
 from kafka_wire.errors import ErrorCode
 
 
@@ -49,13 +50,8 @@ class SyncResult:
     assignment: bytes = b""
 
 
-@dataclass
-class OffsetAndMetadata:
-    offset: int
-    leader_epoch: int = -1
-    metadata: str = ""
-    commit_timestamp: int = -1
-    expire_timestamp: int = -1
+# A committed offset is held in memory exactly as its __consumer_offsets record stores it.
+OffsetAndMetadata = OffsetValue
 
 
 @dataclass

@@ -15,7 +15,6 @@ from coordinator.group.records import (
     GroupValue,
     MemberValue,
     OffsetKey,
-    OffsetValue,
     Record,
     build_records_batch,
     decode_group_value,
@@ -61,10 +60,7 @@ class ShardState:
                     if value is None:
                         per.pop((k.topic, k.partition), None)
                     else:
-                        v = decode_offset_value(value)
-                        per[(k.topic, k.partition)] = OffsetAndMetadata(
-                            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
-                        )
+                        per[(k.topic, k.partition)] = decode_offset_value(value)
                 elif isinstance(k, GroupKey):
                     values[k.group] = None if value is None else decode_group_value(value)
         for gid in set(values) | set(offsets):
@@ -182,9 +178,7 @@ class ShardState:
         key = encode_offset_key(OffsetKey(group_id, tp[0], tp[1]))
         if om is None:
             return key, None
-        return key, encode_offset_value(
-            OffsetValue(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp)
-        )
+        return key, encode_offset_value(om)
 
     # ---- heartbeats (used by both halves) ------------------------------------------------
 

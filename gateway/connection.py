@@ -27,7 +27,8 @@ from gateway.dispatch import (
     unexpected_error,
     version_range,
 )
-from gateway.handlers.registry import HANDLERS, Buffer, HandlerSpec, KafkaApiError
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import HANDLERS, Buffer, HandlerSpec
 from kafka_wire.errors import ErrorCode
 from kafka_wire.exceptions import DecodeError
 from kafka_wire.frames import decode_request_header

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from gateway.handlers.registry import HANDLERS, Buffer, HandlerSpec, KafkaApiError, RawResponse
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import HANDLERS, Buffer, HandlerSpec, RawResponse
 from kafka_wire.api import API_KEYS, request_class, response_class
 from kafka_wire.errors import ErrorCode
 from kafka_wire.headers import response_header_version

@@ -19,7 +19,7 @@ from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.cursors import GROUP_OFFSETS, CursorMover, OffsetPublisher
 from coordinator.group.hashing import shard_for
 from coordinator.group.shard_log import ShardLogError
-from gateway.handlers.registry import KafkaApiError
+from gateway.errors import KafkaApiError
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import last_complete_batch_end
 from store.managed.position import Position

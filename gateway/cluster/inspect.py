@@ -11,9 +11,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-# Before gateway.partition.log, which imports gateway.handlers.registry: importing the handlers
-# package loads every handler module, and the produce handler imports gateway.partition.log.
-import gateway.handlers  # noqa: F401
 from coordinator.group.config import OFFSETS_TOPIC
 from coordinator.group.cursors import CURSOR_PREFIX, GROUP_OFFSETS, read_group_offsets
 from coordinator.group.hashing import shard_for

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from gateway import paths
 from gateway.cluster import leases
 from gateway.cluster.assignment import assign_topic, assigned_node
-from gateway.handlers.registry import KafkaApiError
+from gateway.errors import KafkaApiError
+from gateway.partition.log import PartitionLog
 from kafka_wire.errors import ErrorCode
 from store.meta.api import MetaError, MetaStore, NoNodeError, NotEmptyError
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import ClusterView
-    from gateway.partition.log import PartitionLog
     from gateway.topics.registry import TopicInfo, TopicRegistry
     from store.ledger.client import LedgerClient
     from store.managed.cache import EntryCache
@@ -52,8 +52,6 @@ async def _default_opener(
     cache: EntryCache | None = None,
     replication: tuple[int, int, int] | None = None,
 ) -> PartitionLog:
-    from gateway.partition.log import PartitionLog
-
     return await PartitionLog.open(meta, ledgers, topic, partition, cache=cache, replication=replication)
 
 

@@ -7,7 +7,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from gateway.topics.configs import TOPIC_CONFIGS, ConfigType
 from gateway.topics.naming import invalid_reason
 from kafka_wire.errors import ErrorCode

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from gateway.topics.describe import topic_entries
 from gateway.topics.registry import TopicInfo
 from kafka_wire.errors import ErrorCode

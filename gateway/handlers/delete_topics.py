@@ -13,7 +13,8 @@ from collections import Counter
 
 from gateway import paths
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from gateway.services import GatewayServices
 from gateway.topics.registry import TopicInfo
 from kafka_wire.errors import ErrorCode

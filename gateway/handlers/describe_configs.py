@@ -4,7 +4,8 @@ broker configs."""
 from __future__ import annotations
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from gateway.topics.describe import ConfigEntry, broker_entries, topic_entries
 from gateway.topics.naming import invalid_reason
 from kafka_wire.errors import ErrorCode

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from gateway.partition.lookup import TopicCache
 from kafka_wire.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
 

@@ -14,7 +14,8 @@ import time
 import uuid
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, RawResponse, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import RawResponse, handler
 from gateway.partition.log import PartitionLog
 from gateway.partition.lookup import TopicCache
 from kafka_wire.errors import ErrorCode

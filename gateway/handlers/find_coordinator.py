@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from gateway.context import RequestContext
+from gateway.errors import KafkaApiError
 from gateway.groups import coordinators
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 

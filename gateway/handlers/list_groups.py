@@ -4,8 +4,9 @@ coordinates (admin clients ask every gateway)."""
 from __future__ import annotations
 
 from gateway.context import RequestContext
+from gateway.errors import KafkaApiError
 from gateway.groups import coordinators
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 

@@ -4,7 +4,8 @@ earliest-local and the tiered specials as Kafka answers them without remote stor
 from __future__ import annotations
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from gateway.partition.log import PartitionLog
 from gateway.partition.lookup import TopicCache
 from kafka_wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse

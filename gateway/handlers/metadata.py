@@ -6,7 +6,8 @@ from __future__ import annotations
 import uuid
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from gateway.topics.naming import is_internal, is_valid
 from gateway.topics.registry import TopicInfo
 from kafka_wire.errors import ErrorCode

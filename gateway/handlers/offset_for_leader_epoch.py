@@ -4,7 +4,8 @@ history (Kafka's LeaderEpochFileCache.endOffsetFor)."""
 from __future__ import annotations
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from gateway.partition.lookup import TopicCache
 from kafka_wire.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,

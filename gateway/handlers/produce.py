@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import KafkaApiError, handler
+from gateway.errors import KafkaApiError
+from gateway.handlers.registry import handler
 from gateway.partition.log import AppendResult
 from gateway.partition.lookup import TopicCache
 from kafka_wire.errors import ErrorCode

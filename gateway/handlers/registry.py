@@ -5,7 +5,7 @@ A handler is `async def h(ctx: RequestContext, request) -> response | None`. By 
 the response is a generated message object, encoded by the server. With raw_request=True the
 handler gets the request body as a writable memoryview (for the zero-copy produce path); a
 handler may return RawResponse to hand over an already-encoded body (the fetch path). Returning
-None sends nothing (Produce with acks=0). Raising KafkaApiError makes the server answer with
+None sends nothing (Produce with acks=0). Raising KafkaApiError (gateway.errors) makes the server answer with
 that error code in the response's top-level error field when the API has one, and otherwise
 close the connection (as Kafka does for requests it cannot answer).
 """
@@ -27,13 +27,6 @@ class RawResponse:
     """A response body (after the response header) already encoded, as buffers to write."""
 
     buffers: Sequence[Buffer]
-
-
-class KafkaApiError(Exception):
-    def __init__(self, error_code: int, message: str = "") -> None:
-        super().__init__(message or f"Kafka error {error_code}")
-        self.error_code = error_code
-        self.message = message
 
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]

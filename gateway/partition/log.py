@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.handlers.registry import KafkaApiError
+from gateway.errors import KafkaApiError
 from gateway.partition.config import fallback_replication, log_config_for
 from gateway.partition.epochs import EpochHistory
 from gateway.partition.index import NO_TIMESTAMP, LedgerIndex, OffsetIndex

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from gateway.handlers.registry import KafkaApiError
+from gateway.errors import KafkaApiError
 from kafka_wire.errors import ErrorCode
 
 if TYPE_CHECKING:

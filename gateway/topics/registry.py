@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway import paths
-from gateway.handlers.registry import KafkaApiError
+from gateway.errors import KafkaApiError
 from gateway.topics import configs as cfg
 from gateway.topics.naming import collision_key, invalid_reason
 from kafka_wire.errors import ErrorCode

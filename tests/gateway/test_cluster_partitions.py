@@ -16,7 +16,7 @@ from gateway import paths
 from gateway.cluster import leases
 from gateway.cluster.membership import ClusterView, GatewayNode
 from gateway.cluster.partitions import PartitionManager
-from gateway.handlers.registry import KafkaApiError
+from gateway.errors import KafkaApiError
 from gateway.topics.registry import TopicInfo, TopicRegistry
 from kafka_wire.errors import ErrorCode
 from store.meta.api import MetaStore, open_meta

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.handlers.registry import KafkaApiError
+from gateway.errors import KafkaApiError
 from gateway.partition.index import P_COUNT, P_FIRST
 from gateway.partition.log import PartitionLog, batch_offsets
 from gateway.partition.producer_ids import ProducerIdAllocator

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.handlers.registry import KafkaApiError
+from gateway.errors import KafkaApiError
 from gateway.partition.index import P_COUNT
 from gateway.partition.log import PartitionLog, batch_offsets
 from gateway.topics.registry import TopicInfo

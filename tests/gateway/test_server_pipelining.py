@@ -15,8 +15,9 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.context import RequestContext
+from gateway.errors import KafkaApiError
 from gateway.handlers import load_all
-from gateway.handlers.registry import HANDLERS, HandlerSpec, KafkaApiError, RawResponse
+from gateway.handlers.registry import HANDLERS, HandlerSpec, RawResponse
 from gateway.server import GatewayServer
 from gateway.services import GatewayServices
 from kafka_wire.errors import ErrorCode

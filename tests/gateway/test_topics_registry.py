@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.handlers.registry import KafkaApiError
+from gateway.errors import KafkaApiError
 from gateway.topics.registry import TopicRegistry
 from kafka_wire.errors import ErrorCode
 from store.meta.api import MetaStore, open_meta

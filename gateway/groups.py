@@ -1,7 +1,6 @@
 """Glue between the gateway and coordinator/group: the `__consumer_offsets` topic, the shard
 log over a PartitionLog, and lazy activation of one GroupCoordinator per shard this gateway
-owns. Not a handler module itself (load_all skips names starting with "_"); the group handler
-modules import it."""
+owns. The group handlers use it, with gateway/handlers/group_lookup.py for what reads a request."""
 
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ from store.managed.position import Position
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import GatewayNode
-    from gateway.context import RequestContext
     from gateway.partition.log import PartitionLog
     from gateway.services import GatewayServices
     from gateway.topics.registry import TopicInfo
@@ -330,17 +328,3 @@ def coordinators(services: GatewayServices) -> GroupCoordinators:
     assert isinstance(services.groups, GroupCoordinators)
     return services.groups
 
-
-async def group_coordinator(ctx: RequestContext, group_id: str) -> GroupCoordinator:
-    return await coordinators(ctx.services).coordinator_for(group_id)
-
-
-def client_host(ctx: RequestContext) -> str:
-    """Kafka's member client_host: "/" + the peer's address."""
-    host = ctx.client_address.rsplit(":", 1)[0]
-    return "/" + host.strip("[]")
-
-
-async def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
-    info = await ctx.services.topics.get(topic)
-    return info is not None and 0 <= partition < info.partitions

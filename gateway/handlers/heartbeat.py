@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.groups import group_coordinator
+from gateway.handlers.group_lookup import group_coordinator
 from gateway.handlers.registry import handler
 from kafka_wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 

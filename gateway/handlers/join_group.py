@@ -6,7 +6,7 @@ from coordinator.group.coordinator import JoinRequest
 from coordinator.group.group import JoinResult
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.groups import client_host, group_coordinator
+from gateway.handlers.group_lookup import client_host, group_coordinator
 from gateway.handlers.registry import handler
 from kafka_wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
 

@@ -7,7 +7,7 @@ import time
 from coordinator.group.group import OffsetAndMetadata
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.groups import group_coordinator, partition_exists
+from gateway.handlers.group_lookup import group_coordinator, partition_exists
 from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse

@@ -5,7 +5,7 @@ from __future__ import annotations
 from coordinator.group.offsets import FetchedOffset
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.groups import group_coordinator
+from gateway.handlers.group_lookup import group_coordinator
 from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse

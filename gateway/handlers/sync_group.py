@@ -5,7 +5,7 @@ from __future__ import annotations
 from coordinator.group.group import SyncResult
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.groups import group_coordinator
+from gateway.handlers.group_lookup import group_coordinator
 from gateway.handlers.registry import handler
 from kafka_wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 

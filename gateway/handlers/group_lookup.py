@@ -1,0 +1,25 @@
+"""What the group handlers share: the coordinator of a request's group, the member's
+client_host and whether a committed partition exists. Kept beside the handlers (not in
+gateway/groups.py) because they read the request context, which the coordinators' glue
+below never sees."""
+
+from __future__ import annotations
+
+from coordinator.group.coordinator import GroupCoordinator
+from gateway.context import RequestContext
+from gateway.groups import coordinators
+
+
+async def group_coordinator(ctx: RequestContext, group_id: str) -> GroupCoordinator:
+    return await coordinators(ctx.services).coordinator_for(group_id)
+
+
+def client_host(ctx: RequestContext) -> str:
+    """Kafka's member client_host: "/" + the peer's address."""
+    host = ctx.client_address.rsplit(":", 1)[0]
+    return "/" + host.strip("[]")
+
+
+async def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    info = await ctx.services.topics.get(topic)
+    return info is not None and 0 <= partition < info.partitions

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from store import layout  # noqa: E402
 from store.bookie.client import BookieClient  # noqa: E402
 from store.bookie.entry import pack_entry  # noqa: E402
-from store.meta.api import open_meta  # noqa: E402
+from store.meta.factory import open_meta  # noqa: E402
 
 
 def _free_port() -> int:

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import _bookies as bk  # noqa: E402
 
 from store.ledger import LedgerClient  # noqa: E402
-from store.meta.api import open_meta  # noqa: E402
+from store.meta.factory import open_meta  # noqa: E402
 
 PROFILE_BOOKIES: str | None = None  # --profile-bookies DIR: run each bookie under cProfile
 

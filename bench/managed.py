@@ -29,7 +29,8 @@ from store.managed.cache import EntryCache  # noqa: E402
 from store.managed.config import LogConfig  # noqa: E402
 from store.managed.log import ManagedLog  # noqa: E402
 from store.managed.position import Position  # noqa: E402
-from store.meta.api import MetaStore, open_meta  # noqa: E402
+from store.meta.api import MetaStore  # noqa: E402
+from store.meta.factory import open_meta  # noqa: E402
 
 E, WQ, AQ = 3, 3, 2
 

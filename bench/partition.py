@@ -30,7 +30,7 @@ from gateway.topics.registry import TopicInfo  # noqa: E402
 from kafka_wire.records import Compression, NewRecord, build_batch  # noqa: E402
 from store.ledger.client import LedgerClient  # noqa: E402
 from store.managed.cache import EntryCache  # noqa: E402
-from store.meta.api import open_meta  # noqa: E402
+from store.meta.factory import open_meta  # noqa: E402
 
 
 def make_batch(kib: int) -> bytes:

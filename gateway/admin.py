@@ -25,7 +25,8 @@ from typing import Any
 from gateway.cluster import inspect
 from store.ledger.errors import LedgerError
 from store.managed.errors import ManagedLogError
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 
 
 def _common() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ from gateway.services import GatewayServices
 from gateway.topics.registry import TopicRegistry
 from store.ledger.client import LedgerClient
 from store.managed.cache import EntryCache
-from store.meta.api import open_meta
+from store.meta.factory import open_meta
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -25,7 +25,8 @@ from pathlib import Path
 from gateway.app import _install_signals, run_gateway
 from gateway.config import GatewayConfig
 from store import layout
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 
 log = logging.getLogger(__name__)
 

@@ -79,7 +79,7 @@ class QuireCluster:
     async def _wait_registered(self, n: int, within: float = 60.0) -> None:
         """Until every gateway is listed as a live broker, so Metadata shows all of them."""
         from gateway.cluster import inspect
-        from store.meta.api import open_meta
+        from store.meta.factory import open_meta
 
         meta = open_meta(self.meta_url)
         await meta.start()

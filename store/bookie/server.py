@@ -365,7 +365,7 @@ async def _serve(
     data_dir: Path, journal_dir: Path, host: str, port: int, meta_url: str, rack: str | None, config: BookieConfig
 ) -> int:
     from store.bookie.registration import CookieMismatchError, Registration, check_cookie
-    from store.meta.api import open_meta
+    from store.meta.factory import open_meta
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -3,7 +3,8 @@
 Modelled on ZooKeeper: a tree of nodes holding bytes, each with a version that increases on
 every set; compare-and-set by version; ephemeral nodes tied to a session; sequential names;
 one-shot watches. Implementations: `embedded://` (SQLite, several processes on one host) and
-`zk://` (ZooKeeper through kazoo). Paths are absolute, '/'-separated, without a trailing '/'.
+`zk://` (ZooKeeper through kazoo), opened by URL with store.meta.factory.open_meta. Paths are
+absolute, '/'-separated, without a trailing '/'.
 """
 
 from __future__ import annotations
@@ -126,15 +127,3 @@ class MetaStore(abc.ABC):
         """Names (not paths) of the children, sorted. The watch fires on add/remove of a
         child or deletion of the node."""
 
-
-def open_meta(url: str, *, session_timeout: float = 10.0) -> MetaStore:
-    """`embedded:///abs/dir` or `zk://host:port[,host:port]/chroot`."""
-    if url.startswith("embedded://"):
-        from store.meta.embedded import EmbeddedMetaStore
-
-        return EmbeddedMetaStore(url, session_timeout=session_timeout)
-    if url.startswith("zk://"):
-        from store.meta.zookeeper import ZkMetaStore
-
-        return ZkMetaStore(url, session_timeout=session_timeout)
-    raise ValueError(f"unknown metadata store URL {url!r}: expected embedded:///dir or zk://host:port/chroot")

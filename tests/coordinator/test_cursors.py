@@ -16,7 +16,8 @@ from store.ledger.client import LedgerClient
 from store.managed.config import LogConfig
 from store.managed.log import ManagedLog
 from store.managed.position import Position
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 
 TID = uuid.UUID(int=7)
 

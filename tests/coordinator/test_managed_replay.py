@@ -15,7 +15,8 @@ from store.ledger.client import LedgerClient
 from store.managed.config import LogConfig
 from store.managed.errors import OwnershipLostError
 from store.managed.log import ManagedLog
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 from tests.coordinator.helpers import make, stable_group
 
 pytestmark = pytest.mark.slow

@@ -200,7 +200,7 @@ def test_delete_topic_removes_its_partition_logs(admin: AdminClient, module_stan
     from gateway import paths
     from kafka_wire.messages.metadata import MetadataRequest, MetadataResponse
     from store.managed.names import log_path
-    from store.meta.api import open_meta
+    from store.meta.factory import open_meta
     from tests.support.gateway import RawKafka
 
     assert _code(admin.create_topics([NewTopic("cf-doomed", 3, 1)])["cf-doomed"]) == 0

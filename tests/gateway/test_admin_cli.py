@@ -19,7 +19,7 @@ from gateway.cluster.partitions import PartitionManager
 from gateway.topics.registry import TopicRegistry
 from kafka_wire.records import NewRecord, build_batch
 from store.ledger.client import LedgerClient
-from store.meta.api import open_meta
+from store.meta.factory import open_meta
 
 ROOT = Path(__file__).resolve().parents[2]
 

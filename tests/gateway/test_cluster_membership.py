@@ -17,7 +17,8 @@ from gateway.cluster.membership import (
     allocate_node_id,
     ensure_cluster_id,
 )
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 
 WAIT = 30.0
 

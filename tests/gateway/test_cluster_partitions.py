@@ -19,7 +19,8 @@ from gateway.cluster.partitions import PartitionManager
 from gateway.errors import KafkaApiError
 from gateway.topics.registry import TopicInfo, TopicRegistry
 from kafka_wire.errors import ErrorCode
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 
 WAIT = 30.0
 

@@ -25,7 +25,8 @@ from gateway.cluster import inspect, leases
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.list_offsets import ListOffsetsRequest
 from kafka_wire.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 from tests.support.cluster import GatewayProc
 from tests.support.gateway import RawKafka
 

@@ -24,7 +24,7 @@ from gateway.topics.registry import TopicInfo
 from kafka_wire.messages.find_coordinator import FindCoordinatorRequest
 from kafka_wire.messages.offset_fetch import OffsetFetchRequest
 from store.managed.names import cursors_path, decode_name
-from store.meta.api import open_meta
+from store.meta.factory import open_meta
 from tests.coordinator.gateway_support import FAST_GROUP_ENV, Member, wait_for
 from tests.support.gateway import RawKafka, api_versions_ok
 from tests.support.zookeeper import free_port

@@ -17,7 +17,8 @@ from gateway.partition.producer_ids import ProducerIdAllocator
 from gateway.topics.registry import TopicInfo
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import NewRecord, RecordBatch, TimestampType, build_batch, iter_batches
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 from tests.store.managed.fakes import FakeLedgerClient
 
 REPL = (1, 1, 1)

@@ -16,7 +16,7 @@ from gateway.topics.registry import TopicInfo
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import NewRecord, build_batch
 from store.ledger.client import LedgerClient
-from store.meta.api import open_meta
+from store.meta.factory import open_meta
 from tests.support.bookies import BookieCluster
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,8 @@ import pytest
 from gateway.errors import KafkaApiError
 from gateway.topics.registry import TopicRegistry
 from kafka_wire.errors import ErrorCode
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 
 
 @pytest.fixture

@@ -38,7 +38,8 @@ from typing import Any, TypeVar
 import pytest
 
 from store import layout
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 from tests.support.zookeeper import free_port
 
 T = TypeVar("T")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from store.ledger import LedgerClient, LedgerFencedError
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 from tests.store.ledger.memory_bookies import MemoryBookies
 from tests.support.bookies import BookieCluster
 

@@ -16,7 +16,8 @@ from store.bookie.client import BookieClient
 from store.bookie.entry import pack_entry, unpack_entry
 from store.ledger import LedgerClient, LedgerFencedError, ReadBeyondLacError
 from store.ledger.body import length_prefix, unwrap
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]

@@ -18,7 +18,8 @@ from store.ledger import (
 )
 from store.ledger.body import length_prefix
 from store.ledger.metadata import CLOSED
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 from tests.store.ledger.memory_bookies import MemoryBookies
 
 

@@ -13,7 +13,7 @@ import asyncio
 import sys
 
 from store.ledger import LedgerClient, LedgerFencedError
-from store.meta.api import open_meta
+from store.meta.factory import open_meta
 
 WINDOW = 20
 

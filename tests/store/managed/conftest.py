@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 from tests.store.managed.fakes import FakeLedgerClient
 
 

@@ -23,7 +23,7 @@ from store.managed.config import LogConfig
 from store.managed.errors import OwnershipLostError
 from store.managed.log import ManagedLog
 from store.managed.position import Position
-from store.meta.api import open_meta
+from store.meta.factory import open_meta
 
 CONFIG = LogConfig(ensemble_size=3, write_quorum=2, ack_quorum=2, max_entries=40, retention_ms=-1)
 

@@ -21,7 +21,8 @@ from store.managed.config import LogConfig
 from store.managed.log import ManagedLog
 from store.managed.position import Entry, Position
 from store.managed.readonly import ManagedLogReader
-from store.meta.api import MetaStore, open_meta
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow

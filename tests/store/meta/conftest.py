@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from store.meta.api import MetaStore, WatchEvent, open_meta
+from store.meta.api import MetaStore, WatchEvent
+from store.meta.factory import open_meta
 
 REPO = Path(__file__).resolve().parents[3]
 CHILD = Path(__file__).with_name("meta_child.py")

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from store.meta.api import WatchEvent, open_meta
+from store.meta.api import WatchEvent
+from store.meta.factory import open_meta
 
 
 def emit(line: str) -> None:

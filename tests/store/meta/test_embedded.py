@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from store.meta.api import EventType, SessionExpiredError, WatchEvent, open_meta
+from store.meta.api import EventType, SessionExpiredError, WatchEvent
 from store.meta.embedded import EmbeddedMetaStore, parse_embedded_url
+from store.meta.factory import open_meta
 from store.meta.paths import ancestors, parent_of, validate_path
 
 from .conftest import ChildClient, Events, eventually

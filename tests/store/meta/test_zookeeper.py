@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from store.meta.api import EventType, MetaConnectionError, WatchEvent, open_meta
+from store.meta.api import EventType, MetaConnectionError, WatchEvent
+from store.meta.factory import open_meta
 from store.meta.zookeeper import ZkMetaStore, parse_zk_url
 from tests.support.zookeeper import ZooKeeperServer, free_port
 

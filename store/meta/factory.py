@@ -1,0 +1,19 @@
+"""Opening a metadata store from its URL: the one place that knows both implementations, kept
+beside them so that the interface (api.py) does not import what implements it."""
+
+from __future__ import annotations
+
+from store.meta.api import MetaStore
+from store.meta.embedded import EmbeddedMetaStore
+
+
+def open_meta(url: str, *, session_timeout: float = 10.0) -> MetaStore:
+    """`embedded:///abs/dir` or `zk://host:port[,host:port]/chroot`."""
+    if url.startswith("embedded://"):
+        return EmbeddedMetaStore(url, session_timeout=session_timeout)
+    if url.startswith("zk://"):
+        # Imported here so that only processes given a zk:// URL load kazoo.
+        from store.meta.zookeeper import ZkMetaStore
+
+        return ZkMetaStore(url, session_timeout=session_timeout)
+    raise ValueError(f"unknown metadata store URL {url!r}: expected embedded:///dir or zk://host:port/chroot")

@@ -28,7 +28,8 @@ from gateway.dispatch import (
     version_range,
 )
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import HANDLERS, Buffer, HandlerSpec
+from gateway.handlers.registry import HANDLERS
+from gateway.handlers.spec import Buffer, HandlerSpec
 from kafka_wire.errors import ErrorCode
 from kafka_wire.exceptions import DecodeError
 from kafka_wire.frames import decode_request_header

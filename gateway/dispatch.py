@@ -9,12 +9,12 @@ error field when the API has one, otherwise the connection closes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import HANDLERS, Buffer, HandlerSpec, RawResponse
+from gateway.handlers.spec import Buffer, HandlerSpec, RawResponse
 from kafka_wire.api import API_KEYS, request_class, response_class
 from kafka_wire.errors import ErrorCode
 from kafka_wire.headers import response_header_version
@@ -40,13 +40,10 @@ def version_range(spec: HandlerSpec) -> tuple[int, int] | None:
     return (lo, hi) if lo <= hi else None
 
 
-def supported_apis() -> dict[int, tuple[int, int]]:
-    """api_key -> (min, max) for every registered handler, as ApiVersions advertises."""
-    from gateway.handlers import load_all
-
-    load_all()
+def supported_apis(handlers: Mapping[int, HandlerSpec]) -> dict[int, tuple[int, int]]:
+    """api_key -> (min, max) for every handler of the table, as ApiVersions advertises."""
     out: dict[int, tuple[int, int]] = {}
-    for key, spec in sorted(HANDLERS.items()):
+    for key, spec in sorted(handlers.items()):
         r = version_range(spec)
         if r is not None:
             out[key] = r

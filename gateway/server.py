@@ -19,9 +19,6 @@ log = logging.getLogger(__name__)
 
 class GatewayServer:
     def __init__(self, services: GatewayServices) -> None:
-        from gateway.handlers import load_all
-
-        load_all()
         self.services = services
         self.config: GatewayConfig = services.config
         self.connections: set[KafkaConnection] = set()

@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.topics.configs import TOPIC_CONFIGS, ConfigType
 from gateway.topics.naming import invalid_reason
 from kafka_wire.errors import ErrorCode
@@ -53,7 +52,6 @@ def _duplicates(resources: list[tuple[int, str]]) -> set[tuple[int, str]]:
     return {k for k, n in Counter(resources).items() if n > 1}
 
 
-@handler(33)
 async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     Resp = AlterConfigsResponse.AlterConfigsResourceResponse
     dups = _duplicates([(r.resource_type, r.resource_name) for r in req.resources])
@@ -115,7 +113,6 @@ def _incremental(ops: list[IncrementalAlterConfigsRequest.AlterableConfig]) -> C
     return mutate
 
 
-@handler(44)
 async def incremental_alter_configs(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:

@@ -6,14 +6,12 @@ from collections import Counter
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-@handler(37)
 async def create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in req.topics)
     out: list[Result] = []

@@ -6,7 +6,6 @@ from collections import Counter
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.topics.describe import topic_entries
 from gateway.topics.registry import TopicInfo
 from kafka_wire.errors import ErrorCode
@@ -45,7 +44,6 @@ def _success(info: TopicInfo, replication_factor: int) -> Result:
                   replication_factor=replication_factor, configs=configs)
 
 
-@handler(19)
 async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     services = ctx.services
     counts = Counter(t.name for t in req.topics)

@@ -5,13 +5,11 @@ from __future__ import annotations
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import group_coordinator
-from gateway.handlers.registry import handler
 from kafka_wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-@handler(DeleteGroupsRequest.API_KEY)
 async def delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
     results = []
     for gid in req.groups_names:

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.partition.lookup import TopicCache
 from kafka_wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
-
-DELETE_RECORDS = 21
 
 TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 
-@handler(DELETE_RECORDS)
 async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     cache = TopicCache(ctx.services)
     out = []

@@ -14,7 +14,6 @@ from collections import Counter
 from gateway import paths
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.services import GatewayServices
 from gateway.topics.registry import TopicInfo
 from kafka_wire.errors import ErrorCode
@@ -59,7 +58,6 @@ async def _delete(ctx: RequestContext, name: str) -> TopicInfo:
     return info
 
 
-@handler(20)
 async def delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     topics = ctx.services.topics
     wanted: list[tuple[str | None, uuid.UUID]] = (

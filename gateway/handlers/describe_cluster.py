@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 
 BROKERS_ENDPOINT = 1
 
 
-@handler(60)
 async def describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     cluster = ctx.services.cluster
     if ctx.api_version >= 1 and req.endpoint_type != BROKERS_ENDPOINT:

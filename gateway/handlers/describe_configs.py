@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.topics.describe import ConfigEntry, broker_entries, topic_entries
 from gateway.topics.naming import invalid_reason
 from kafka_wire.errors import ErrorCode
@@ -56,7 +55,6 @@ def _entry(e: ConfigEntry, version: int, synonyms: bool, docs: bool) -> Entry:
     return entry
 
 
-@handler(32)
 async def describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     v = ctx.api_version
     out: list[Result] = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import group_coordinator
-from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 
@@ -56,7 +55,6 @@ async def _describe(ctx: RequestContext, group_id: str, with_ops: bool) -> Group
     )
 
 
-@handler(DescribeGroupsRequest.API_KEY)
 async def describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     with_ops = ctx.api_version >= 3 and req.include_authorized_operations
     return DescribeGroupsResponse(groups=[await _describe(ctx, g, with_ops) for g in req.groups])

@@ -10,7 +10,6 @@ import uuid
 
 from gateway import paths
 from gateway.context import RequestContext
-from gateway.handlers.registry import handler
 from kafka_wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from store.managed.metadata import LogMetadata
 from store.managed.names import log_path
@@ -45,7 +44,6 @@ def _disk(path: str | None) -> tuple[int, int]:
     return usage.total, usage.free
 
 
-@handler(35)
 async def describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     services = ctx.services
     me = services.node_id

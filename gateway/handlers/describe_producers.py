@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.partition.lookup import TopicCache
 from kafka_wire.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
-
-DESCRIBE_PRODUCERS = 61
 
 TopicResponse = DescribeProducersResponse.TopicResponse
 PartitionResponse = DescribeProducersResponse.PartitionResponse
 ProducerState = DescribeProducersResponse.ProducerState
 
 
-@handler(DESCRIBE_PRODUCERS)
 async def handle_describe_producers(
     ctx: RequestContext, req: DescribeProducersRequest
 ) -> DescribeProducersResponse:

@@ -15,14 +15,13 @@ import uuid
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import RawResponse, handler
+from gateway.handlers.spec import RawResponse
 from gateway.partition.log import PartitionLog
 from gateway.partition.lookup import TopicCache
 from kafka_wire.errors import ErrorCode
 from kafka_wire.hotpath import FetchPartition, FetchTopic, encode_fetch_response
 from kafka_wire.messages.fetch import FetchRequest
 
-FETCH = 1
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
@@ -70,7 +69,6 @@ async def _read_all(
     return total, errors
 
 
-@handler(FETCH)
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     version = ctx.api_version
     if req.session_id != 0 or req.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):

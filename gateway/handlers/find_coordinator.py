@@ -8,7 +8,6 @@ import asyncio
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.groups import coordinators
-from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
@@ -31,7 +30,6 @@ async def _one(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=0, error_message=None)
 
 
-@handler(FindCoordinatorRequest.API_KEY)
 async def find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     v = ctx.api_version
     key_type = req.key_type if v >= 1 else KEY_GROUP

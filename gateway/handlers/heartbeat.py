@@ -5,11 +5,9 @@ from __future__ import annotations
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import group_coordinator
-from gateway.handlers.registry import handler
 from kafka_wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 
 
-@handler(HeartbeatRequest.API_KEY)
 async def heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     try:
         coord = await group_coordinator(ctx, req.group_id)

@@ -6,14 +6,10 @@ COORDINATOR_NOT_AVAILABLE would make it retry until max.block.ms expires."""
 from __future__ import annotations
 
 from gateway.context import RequestContext
-from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
-INIT_PRODUCER_ID = 22
 
-
-@handler(INIT_PRODUCER_ID)
 async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     if req.transactional_id is not None:
         return InitProducerIdResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION), producer_id=-1, producer_epoch=-1)

@@ -7,13 +7,11 @@ from coordinator.group.group import JoinResult
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import client_host, group_coordinator
-from gateway.handlers.registry import handler
 from kafka_wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
 
 Member = JoinGroupResponse.JoinGroupResponseMember
 
 
-@handler(JoinGroupRequest.API_KEY)
 async def join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.api_version
     try:

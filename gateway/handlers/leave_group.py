@@ -5,13 +5,11 @@ from __future__ import annotations
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import group_coordinator
-from gateway.handlers.registry import handler
 from kafka_wire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 
 MemberResponse = LeaveGroupResponse.MemberResponse
 
 
-@handler(LeaveGroupRequest.API_KEY)
 async def leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     v = ctx.api_version
     leaving: list[tuple[str, str | None]] = (

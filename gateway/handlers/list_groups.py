@@ -6,14 +6,12 @@ from __future__ import annotations
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.groups import coordinators
-from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 
 Listed = ListGroupsResponse.ListedGroup
 
 
-@handler(ListGroupsRequest.API_KEY)
 async def list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     v = ctx.api_version
     states = list(req.states_filter) if v >= 4 and req.states_filter else None

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.partition.log import PartitionLog
 from gateway.partition.lookup import TopicCache
 from kafka_wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
-LIST_OFFSETS = 2
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
@@ -40,7 +38,6 @@ async def lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
     return found[0], found[1], plog.epoch_for_offset(found[1])
 
 
-@handler(LIST_OFFSETS)
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     cache = TopicCache(ctx.services)
     out = []

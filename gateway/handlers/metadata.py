@@ -7,7 +7,6 @@ import uuid
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.topics.naming import is_internal, is_valid
 from gateway.topics.registry import TopicInfo
 from kafka_wire.errors import ErrorCode
@@ -73,7 +72,6 @@ async def _one(ctx: RequestContext, name: str, allow_create: bool) -> Topic:
     return topic_metadata(ctx, info)
 
 
-@handler(3)
 async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     services = ctx.services
     v = ctx.api_version

@@ -8,7 +8,6 @@ from coordinator.group.group import OffsetAndMetadata
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import group_coordinator, partition_exists
-from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 
@@ -16,7 +15,6 @@ RTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 RPartition = OffsetCommitResponse.OffsetCommitResponsePartition
 
 
-@handler(OffsetCommitRequest.API_KEY, max_version=9)
 async def offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     v = ctx.api_version
     now = int(time.time() * 1000)

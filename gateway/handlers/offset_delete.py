@@ -5,7 +5,6 @@ from __future__ import annotations
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import group_coordinator, partition_exists
-from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 
@@ -13,7 +12,6 @@ RTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 RPartition = OffsetDeleteResponse.OffsetDeleteResponsePartition
 
 
-@handler(OffsetDeleteRequest.API_KEY)
 async def offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     errors: dict[tuple[str, int], int] = {}
     wanted: list[tuple[str, int]] = []

@@ -6,7 +6,6 @@ from coordinator.group.offsets import FetchedOffset
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import group_coordinator
-from gateway.handlers.registry import handler
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
@@ -30,7 +29,6 @@ def _by_topic(found: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
     return out
 
 
-@handler(OffsetFetchRequest.API_KEY, max_version=9)
 async def offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     v = ctx.api_version
     stable = req.require_stable if v >= 7 else False

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.partition.lookup import TopicCache
 from kafka_wire.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
 
-OFFSET_FOR_LEADER_EPOCH = 23
-
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
 
 
-@handler(OFFSET_FOR_LEADER_EPOCH, min_version=2)
 async def handle_offset_for_leader_epoch(
     ctx: RequestContext, req: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:

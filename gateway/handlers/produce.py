@@ -13,7 +13,6 @@ from typing import Any
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.registry import handler
 from gateway.partition.log import AppendResult
 from gateway.partition.lookup import TopicCache
 from kafka_wire.errors import ErrorCode
@@ -21,8 +20,6 @@ from kafka_wire.exceptions import DecodeError
 from kafka_wire.hotpath import decode_produce_request
 from kafka_wire.messages.produce import ProduceResponse
 from kafka_wire.records.batch import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES
-
-PRODUCE = 0
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -69,7 +66,6 @@ def _error(index: int, code: int, message: str = "") -> PartitionResponse:
                              log_start_offset=-1, error_message=message or None)
 
 
-@handler(PRODUCE, raw_request=True)
 async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceResponse | None:
     version = ctx.api_version
     try:

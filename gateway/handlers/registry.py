@@ -1,58 +1,121 @@
-"""How Kafka API handlers plug into the server: one decorator, one table.
+"""The Kafka APIs this gateway serves: one line per API, naming its handler and the versions it
+narrows the schema's range to. An API is served when, and only when, it has a line here.
 
-A handler is `async def h(ctx: RequestContext, request) -> response | None`. By default
-`request` is the generated message object (kafka_wire.messages) decoded at ctx.api_version and
-the response is a generated message object, encoded by the server. With raw_request=True the
-handler gets the request body as a writable memoryview (for the zero-copy produce path); a
-handler may return RawResponse to hand over an already-encoded body (the fetch path). Returning
-None sends nothing (Produce with acks=0). Raising KafkaApiError (gateway.errors) makes the server answer with
-that error code in the response's top-level error field when the API has one, and otherwise
-close the connection (as Kafka does for requests it cannot answer).
+Every handler module is imported here, at start-up. One that fails to import stops the gateway
+with a one-line message naming the module and the cause (HandlerImportError): a gateway that
+silently stopped advertising Produce or Fetch would look healthy while serving nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
-if TYPE_CHECKING:
-    from gateway.context import RequestContext
-
-Buffer = bytes | bytearray | memoryview
+from gateway.dispatch import supported_apis
+from gateway.handlers.spec import Handler, HandlerSpec
+from kafka_wire.api import API_NAMES
 
 
-@dataclass
-class RawResponse:
-    """A response body (after the response header) already encoded, as buffers to write."""
-
-    buffers: Sequence[Buffer]
+class HandlerImportError(SystemExit):
+    """A handler module failed to import. A SystemExit, so that it ends start-up with its
+    message alone (no traceback) and no `except Exception` on the way swallows it."""
 
 
-Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+def _failed_import(e: BaseException) -> HandlerImportError:
+    """The error naming the handler module whose import raised `e` (the outermost one on the
+    traceback: the module this table imports, not the dependency that broke it)."""
+    module = getattr(e, "filename", None) if isinstance(e, SyntaxError) else None
+    tb = e.__traceback__
+    while module is None and tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__", "")
+        if name.startswith("gateway.handlers.") and name != __name__:
+            module = name
+        tb = tb.tb_next
+    cause = f"{type(e).__name__}: {e}".replace("\n", " ")
+    return HandlerImportError(f"gateway: handler module {module or 'gateway.handlers'} failed to import ({cause})")
 
 
-@dataclass(frozen=True)
-class HandlerSpec:
-    api_key: int
-    fn: Handler
-    raw_request: bool
-    min_version: int | None  # None: the schema's lowest valid version
-    max_version: int | None  # None: the schema's highest stable version
+try:
+    from gateway.handlers import (
+        alter_configs,
+        api_versions,
+        create_partitions,
+        create_topics,
+        delete_groups,
+        delete_records,
+        delete_topics,
+        describe_cluster,
+        describe_configs,
+        describe_groups,
+        describe_log_dirs,
+        describe_producers,
+        fetch,
+        find_coordinator,
+        heartbeat,
+        init_producer_id,
+        join_group,
+        leave_group,
+        list_groups,
+        list_offsets,
+        metadata,
+        offset_commit,
+        offset_delete,
+        offset_fetch,
+        offset_for_leader_epoch,
+        produce,
+        sync_group,
+    )
+except Exception as e:
+    raise _failed_import(e) from e
 
 
-HANDLERS: dict[int, HandlerSpec] = {}
+def serve(
+    api: str, fn: Handler, *, raw_request: bool = False, min_version: int | None = None,
+    max_version: int | None = None,
+) -> HandlerSpec:
+    """One line of the table: the API by its Kafka name (kafka_wire.api.API_NAMES)."""
+    return HandlerSpec(API_NAMES[api].api_key, fn, raw_request, min_version, max_version)
 
 
-def handler(
-    api_key: int, *, raw_request: bool = False, min_version: int | None = None, max_version: int | None = None
-) -> Callable[[Handler], Handler]:
-    """Register the decorated coroutine as the handler of `api_key` (one per key)."""
+def _table(*specs: HandlerSpec) -> dict[int, HandlerSpec]:
+    out: dict[int, HandlerSpec] = {}
+    for s in specs:
+        if s.api_key in out:
+            raise RuntimeError(f"two handlers for API key {s.api_key}: {out[s.api_key].fn} and {s.fn}")
+        out[s.api_key] = s
+    return out
 
-    def deco(fn: Handler) -> Handler:
-        if api_key in HANDLERS:
-            raise RuntimeError(f"two handlers for API key {api_key}: {HANDLERS[api_key].fn} and {fn}")
-        HANDLERS[api_key] = HandlerSpec(api_key, fn, raw_request, min_version, max_version)
-        return fn
 
-    return deco
+def _served() -> Mapping[int, tuple[int, int]]:
+    return supported_apis(HANDLERS)
+
+
+HANDLERS: dict[int, HandlerSpec] = _table(
+    serve("Produce", produce.handle_produce, raw_request=True),
+    serve("Fetch", fetch.handle_fetch),
+    serve("ListOffsets", list_offsets.handle_list_offsets),
+    serve("Metadata", metadata.metadata),
+    serve("OffsetCommit", offset_commit.offset_commit, max_version=9),  # v10: topic ids, not built
+    serve("OffsetFetch", offset_fetch.offset_fetch, max_version=9),  # v10: topic ids, not built
+    serve("FindCoordinator", find_coordinator.find_coordinator),
+    serve("JoinGroup", join_group.join_group),
+    serve("Heartbeat", heartbeat.heartbeat),
+    serve("LeaveGroup", leave_group.leave_group),
+    serve("SyncGroup", sync_group.sync_group),
+    serve("DescribeGroups", describe_groups.describe_groups),
+    serve("ListGroups", list_groups.list_groups),
+    serve("ApiVersions", api_versions.api_versions_handler(_served)),
+    serve("CreateTopics", create_topics.create_topics),
+    serve("DeleteTopics", delete_topics.delete_topics),
+    serve("DeleteRecords", delete_records.handle_delete_records),
+    serve("InitProducerId", init_producer_id.handle_init_producer_id),
+    serve("OffsetForLeaderEpoch", offset_for_leader_epoch.handle_offset_for_leader_epoch, min_version=2),
+    serve("DescribeConfigs", describe_configs.describe_configs),
+    serve("AlterConfigs", alter_configs.alter_configs),
+    serve("DescribeLogDirs", describe_log_dirs.describe_log_dirs),
+    serve("CreatePartitions", create_partitions.create_partitions),
+    serve("DeleteGroups", delete_groups.delete_groups),
+    serve("IncrementalAlterConfigs", alter_configs.incremental_alter_configs),
+    serve("OffsetDelete", offset_delete.offset_delete),
+    serve("DescribeCluster", describe_cluster.describe_cluster),
+    serve("DescribeProducers", describe_producers.handle_describe_producers),
+)

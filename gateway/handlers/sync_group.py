@@ -6,11 +6,9 @@ from coordinator.group.group import SyncResult
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import group_coordinator
-from gateway.handlers.registry import handler
 from kafka_wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
-@handler(SyncGroupRequest.API_KEY)
 async def sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.api_version
     try:

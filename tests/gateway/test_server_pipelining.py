@@ -16,8 +16,8 @@ import pytest
 from gateway.config import GatewayConfig
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers import load_all
-from gateway.handlers.registry import HANDLERS, HandlerSpec, RawResponse
+from gateway.handlers.registry import HANDLERS
+from gateway.handlers.spec import HandlerSpec, RawResponse
 from gateway.server import GatewayServer
 from gateway.services import GatewayServices
 from kafka_wire.errors import ErrorCode
@@ -31,8 +31,6 @@ RAW_KEY = 0  # Produce's key, served by a raw test handler here
 
 @pytest.fixture
 async def server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[GatewayServer]:
-    load_all()  # the real table first, so the test's entries replace (then restore) real ones
-
     async def api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse | None:
         cid = ctx.correlation_id
         if cid % 10 == 7:

@@ -1,4 +1,4 @@
-"""The `quire` command: one entry point for every role (bookie, gateway, standalone, admin)."""
+"""The `quire` command: arguments of every role; each role's main is its own module here."""
 
 from __future__ import annotations
 
@@ -71,36 +71,6 @@ def _split_admin(argv: list[str]) -> tuple[list[str], list[str]] | None:
     return None
 
 
-def _hostport(value: str, what: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise SystemExit(f"quire: {what} must be HOST:PORT, got {value!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def _gateway(args: argparse.Namespace) -> int:
-    from gateway.app import run_async, run_gateway
-    from gateway.config import GatewayConfig
-
-    host, port = _hostport(args.listen, "--listen")
-    adv_host, adv_port = _hostport(args.advertise, "--advertise") if args.advertise else (None, None)
-    try:
-        e, wq, aq = (int(x) for x in args.replication.split("/"))
-        config = GatewayConfig(
-            meta_url=args.meta, listen_host=host, listen_port=port, advertised_host=adv_host,
-            advertised_port=adv_port, node_id=args.id, rack=args.rack, data_dir=args.data_dir,
-            ensemble_size=e, write_quorum=wq, ack_quorum=aq, default_replication_factor=wq,
-            num_partitions=args.num_partitions, auto_create_topics=not args.no_auto_create,
-            meta_session_timeout_s=args.session_timeout,
-            offsets_topic_partitions=args.offsets_topic_partitions,
-            group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
-        )
-    except ValueError as err:
-        raise SystemExit(f"quire gateway: {err}") from None
-    run_async(run_gateway(config))
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
@@ -110,19 +80,21 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging(args.log_level)
     if split is not None:
-        from gateway.admin import main as admin_main
+        from quire.admin import main as admin_main
 
         return admin_main(split[1])
     if args.command == "gateway":
-        return _gateway(args)
+        from quire.gateway import main as gateway_main
+
+        return gateway_main(args)
     if args.command == "standalone":
         from gateway.app import run_async
-        from gateway.standalone import run_standalone
+        from quire.standalone import run_standalone
 
         run_async(run_standalone(args.data_dir, args.host, args.port, args.bookies, log_level=args.log_level))
         return 0
     if args.command == "bookie":
-        from store.bookie.server import run_bookie
+        from quire.bookie import run_bookie
 
         return run_bookie(
             data_dir=args.dir,

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from gateway.admin import main as admin_main
 from gateway.cluster.membership import ClusterView, GatewayNode
 from gateway.cluster.partitions import PartitionManager
 from gateway.topics.registry import TopicRegistry
 from kafka_wire.records import NewRecord, build_batch
+from quire.admin import main as admin_main
 from store.ledger.client import LedgerClient
 from store.meta.factory import open_meta
 

@@ -26,9 +26,9 @@ from coordinator.group.records import (
     encode_offset_key,
     encode_offset_value,
 )
-from gateway.admin import main as admin_main
 from gateway.cluster.inspect import StoredGroup, decode_assignment, replay_shard
 from kafka_wire.api import encode_versioned, schema_class
+from quire.admin import main as admin_main
 from tests.coordinator.gateway_support import fast_group_env
 from tests.support.gateway import StandaloneFactory, StandaloneGateway
 

@@ -1,0 +1,128 @@
+"""`quire bookie`: the storage-node process (metadata registration, cookie check, serve until
+SIGTERM/SIGINT). The server itself is store/bookie/server.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from store.bookie.bookie import Bookie, BookieConfig
+from store.bookie.server import BookieServer
+
+log = logging.getLogger(__name__)
+
+
+async def _serve(
+    data_dir: Path, journal_dir: Path, host: str, port: int, meta_url: str, rack: str | None, config: BookieConfig
+) -> int:
+    from store.bookie.registration import CookieMismatchError, Registration, check_cookie
+    from store.meta.factory import open_meta
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    exit_code = 0
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    address = f"{host}:{port}"
+    meta = open_meta(meta_url)
+    await meta.start()
+    try:
+        try:
+            instance_id = await check_cookie(meta, address, data_dir, journal_dir)
+        except CookieMismatchError as e:
+            print(f"quire bookie {address}: {e}", file=sys.stderr)
+            log.error("%s", e)
+            return 2
+        bookie = Bookie(data_dir, journal_dir, config)
+        server = BookieServer(bookie, host, port)
+        # Hold the port before touching the directories: no second bookie at this address.
+        await server.listen(start_serving=False)
+        try:
+            await bookie.start()
+            await server.start_serving()
+            reg = Registration(meta, address, rack, instance_id, data_dir, journal_dir)
+
+            def session_lost() -> None:
+                nonlocal exit_code
+                log.error("metadata session lost: stopping, this bookie can no longer be trusted as alive")
+                exit_code = 3
+                stop.set()
+
+            meta.add_session_listener(session_lost)
+            await reg.register()
+            log.info("bookie %s serving (instance %s)", address, instance_id)
+
+            async def refresh() -> None:
+                while True:
+                    await asyncio.sleep(30)
+                    try:
+                        await reg.refresh()
+                    except Exception as e:
+                        log.warning("could not refresh registration: %s", e)
+
+            refresher = asyncio.create_task(refresh())
+            await stop.wait()
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
+            if exit_code == 0:
+                with contextlib.suppress(Exception):
+                    await reg.unregister()
+        finally:
+            await server.close()
+            await bookie.close()
+    finally:
+        with contextlib.suppress(Exception):
+            await meta.close()
+    return exit_code
+
+
+def run_bookie(
+    *,
+    data_dir: str,
+    journal_dir: str | None,
+    host: str,
+    port: int,
+    meta_url: str,
+    rack: str | None,
+    no_fsync: bool = False,
+    journal_batch_wait: float | None = None,
+    flush_interval: float | None = None,
+    write_cache_mb: float | None = None,
+) -> int:
+    """Run a bookie until SIGTERM/SIGINT (clean shutdown, everything flushed); the exit code.
+    no_fsync: acknowledge adds without fdatasync (unsafe: benchmarks only). The others
+    override BookieConfig / StorageConfig defaults (seconds, seconds, MiB)."""
+    config = BookieConfig()
+    if no_fsync:
+        config.journal_sync = False
+        print(
+            f"quire bookie {host}:{port}: WARNING --no-fsync: the journal is not synced, "
+            "acknowledged adds can be lost on a crash. For benchmarks only.",
+            file=sys.stderr,
+        )
+    if journal_batch_wait is not None:
+        config.journal_batch_wait = journal_batch_wait
+    if flush_interval is not None:
+        config.storage.flush_interval = flush_interval
+    if write_cache_mb is not None:
+        config.storage.write_cache_bytes = max(1 << 20, int(write_cache_mb * (1 << 20)))
+    # The storage thread's Python work must not hold the loop off for the default 5 ms.
+    sys.setswitchinterval(0.001)
+    d = Path(data_dir).absolute()
+    j = Path(journal_dir).absolute() if journal_dir else d / "journal"
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover
+        runner = asyncio.run  # type: ignore[assignment]
+    try:
+        return runner(_serve(d, j, host, port, meta_url, rack, config))
+    except OSError as e:
+        print(f"quire bookie {host}:{port}: {e}", file=sys.stderr)
+        return 1

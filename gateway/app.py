@@ -18,6 +18,7 @@ from gateway.groups import GroupCoordinators
 from gateway.partition.producer_ids import ProducerIdAllocator
 from gateway.server import GatewayServer
 from gateway.services import GatewayServices
+from gateway.topics.configs import set_broker_defaults
 from gateway.topics.registry import TopicRegistry
 from store.ledger.client import LedgerClient
 from store.managed.cache import EntryCache
@@ -67,6 +68,7 @@ async def run_gateway(
     if stop is None:
         stop = asyncio.Event()
         _install_signals(stop)
+    set_broker_defaults(config.topic_defaults)
     sock = _bind(config.listen_host, config.listen_port)
     host, port = config.advertised(sock.getsockname()[1])
     meta = open_meta(config.meta_url, session_timeout=config.meta_session_timeout_s)
@@ -95,7 +97,8 @@ async def run_gateway(
         cluster = ClusterView(meta, node, topics)
         await cluster.start()
         partitions = PartitionManager(
-            meta, ledgers, topics, cluster, node_id, cache=EntryCache(),
+            meta, ledgers, topics, cluster, node_id,
+            cache=EntryCache(config.cache_mb << 20) if config.cache_mb else EntryCache(),
             replication=(config.ensemble_size, config.write_quorum, config.ack_quorum),
         )
         await partitions.start()

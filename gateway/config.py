@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from gateway.topics.configs import ConfigSource, ConfigType
+
+
+@dataclass(frozen=True)
+class BrokerSetting:
+    """One broker config as DescribeConfigs reports it (the `quire` command derives these from its
+    settings table, quire/settings.py)."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    type: ConfigType
+    doc: str
 
 
 @dataclass
@@ -28,12 +42,16 @@ class GatewayConfig:
     message_max_bytes: int = 1048588  # message.max.bytes (default max.message.bytes of topics)
     max_inflight_requests: int = 256  # per connection, before reading pauses
     shutdown_grace_s: float = 10.0
-    # Consumer groups (Kafka's names); None: Kafka's default. QUIRE_OFFSETS_TOPIC_PARTITIONS and
-    # QUIRE_GROUP_<NAME>_MS environment variables override them (gateway/groups.py).
+    # Consumer groups (Kafka's names); None: GroupConfig's default.
     offsets_topic_partitions: int | None = None  # offsets.topic.num.partitions (Quire: 16)
     group_initial_rebalance_delay_ms: int | None = None  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int | None = None  # group.min.session.timeout.ms
     group_max_session_timeout_ms: int | None = None  # group.max.session.timeout.ms
+    cache_mb: int | None = None  # quire.cache.mb: entry cache bound; None: EntryCache's default
+    # Broker-level defaults of topic configs by topic config name (log.retention.ms -> retention.ms).
+    topic_defaults: dict[str, str] = field(default_factory=dict)
+    # What DescribeConfigs reports for the BROKER resource, with sources (empty: built in-process).
+    broker_settings: tuple[BrokerSetting, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,21 +35,14 @@ CURSOR_INTERVAL_S = 2.0  # committed offsets reach the partitions' cursors withi
 # Offsets-topic records must never age out: there is no compaction yet, so keep everything.
 OFFSETS_TOPIC_CONFIGS: dict[str, str | None] = {"retention.ms": "-1", "retention.bytes": "-1"}
 
-_ENV = {
-    "offsets_topic_partitions": "QUIRE_OFFSETS_TOPIC_PARTITIONS",
-    "initial_rebalance_delay_ms": "QUIRE_GROUP_INITIAL_REBALANCE_DELAY_MS",
-    "min_session_timeout_ms": "QUIRE_GROUP_MIN_SESSION_TIMEOUT_MS",
-    "max_session_timeout_ms": "QUIRE_GROUP_MAX_SESSION_TIMEOUT_MS",
-}
-
-
 def group_config(services: GatewayServices) -> GroupConfig:
-    """GroupConfig: a QUIRE_* environment variable when set (tests, operators), else the
-    gateway's config (group_<name> / offsets_topic_partitions), else Kafka's defaults."""
+    """GroupConfig: the gateway's config (group_<name> / offsets_topic_partitions, which the
+    `quire` command resolves from flags, QUIRE_* variables and the config file), else Kafka's
+    defaults."""
     out = GroupConfig()
-    for name, env in _ENV.items():
-        attr = name if name.startswith("offsets") else f"group_{name}"
-        value = int(os.environ[env]) if os.environ.get(env) else getattr(services.config, attr, None)
+    for name in ("offsets_topic_partitions", "initial_rebalance_delay_ms", "min_session_timeout_ms",
+                 "max_session_timeout_ms"):
+        value = getattr(services.config, name if name.startswith("offsets") else f"group_{name}", None)
         if value is not None:
             setattr(out, name, int(value))
     return out

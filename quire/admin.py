@@ -46,23 +46,21 @@ def _parser() -> argparse.ArgumentParser:
     common = _common()
     p = argparse.ArgumentParser(
         prog="quire admin",
-        description="inspect topics, consumer groups, gateways and bookies",
+        description="inspect topics, consumer groups, gateways and bookies (a bare noun lists)",
         parents=[common],
     )
     sub = p.add_subparsers(dest="what", required=True)
-    t = sub.add_parser("topics", help="topics and their partitions").add_subparsers(
-        dest="action", required=True
-    )
+    t = sub.add_parser("topics", help="topics and their partitions").add_subparsers(dest="action")
     t.add_parser("list", help="every topic", parents=[common])
     d = t.add_parser(
         "describe", help="partitions: owner, leader epoch, offsets, ledgers and bookies", parents=[common]
     )
     d.add_argument("name")
-    b = sub.add_parser("bookies", help="storage nodes").add_subparsers(dest="action", required=True)
+    b = sub.add_parser("bookies", help="storage nodes").add_subparsers(dest="action")
     b.add_parser("list", help="address, rack, disk use, liveness", parents=[common])
-    g = sub.add_parser("gateways", help="live gateways").add_subparsers(dest="action", required=True)
+    g = sub.add_parser("gateways", help="live gateways").add_subparsers(dest="action")
     g.add_parser("list", help="node ids, addresses, partitions owned", parents=[common])
-    cg = sub.add_parser("groups", help="consumer groups").add_subparsers(dest="action", required=True)
+    cg = sub.add_parser("groups", help="consumer groups").add_subparsers(dest="action")
     cg.add_parser("list", help="state, members, protocol, coordinator", parents=[common])
     gd = cg.add_parser(
         "describe",
@@ -79,6 +77,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     args.meta = getattr(args, "meta", None)
     args.data_dir = getattr(args, "data_dir", None)
     args.json = getattr(args, "json", False)
+    args.action = args.action or "list"  # a bare noun lists
     if (args.meta is None) == (args.data_dir is None):
         p.error("give exactly one of --meta URL or --data-dir DIR")
     return args
@@ -312,7 +311,11 @@ async def _run(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str
         docs: Any = await inspect.list_topics(meta)
         return 0, docs, _render_topics(docs)
     if args.what == "topics" and args.action == "describe":
-        doc = await inspect.describe_topic(meta, args.name)
+        peek = inspect.LogPeek(meta)
+        try:
+            doc = await inspect.describe_topic(meta, args.name, peek.client)
+        finally:
+            await peek.close()
         if doc is None:
             return 1, {"error": f"unknown topic {args.name!r}"}, f"error: unknown topic {args.name!r}"
         return 0, doc, _render_topic(doc)

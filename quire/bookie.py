@@ -3,6 +3,7 @@ SIGTERM/SIGINT). The server itself is store/bookie/server.py."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -14,6 +15,7 @@ from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.server import BookieServer
 
 log = logging.getLogger(__name__)
+REFRESH_S = 5.0  # how fresh the disk use `quire admin bookies` shows is
 
 
 async def _serve(
@@ -58,7 +60,7 @@ async def _serve(
 
             async def refresh() -> None:
                 while True:
-                    await asyncio.sleep(30)
+                    await asyncio.sleep(REFRESH_S)
                     try:
                         await reg.refresh()
                     except Exception as e:
@@ -126,3 +128,25 @@ def run_bookie(
     except OSError as e:
         print(f"quire bookie {host}:{port}: {e}", file=sys.stderr)
         return 1
+
+
+def main(args: argparse.Namespace) -> int:
+    from quire import settings as st
+
+    r = st.resolve(st.BOOKIE, args, file=args.config)
+    missing = [f"{s.flag_name} ({s.key})" for s in st.for_role(st.BOOKIE)
+               if s.key in ("quire.meta", "quire.bookie.port", "quire.data.dir") and r.get_value(s.key) is None]
+    if missing:
+        raise st.SettingsError(f"missing {', '.join(missing)}")
+    return run_bookie(
+        data_dir=r.get_value("quire.data.dir"),
+        journal_dir=r.get_value("quire.bookie.journal.dir"),
+        host=r.get_value("quire.bookie.host"),
+        port=r.get_value("quire.bookie.port"),
+        meta_url=r.get_value("quire.meta"),
+        rack=r.get_value("broker.rack"),
+        no_fsync=not r.get_value("quire.bookie.fsync"),
+        journal_batch_wait=r.get_value("quire.bookie.journal.batch.wait.s"),
+        flush_interval=r.get_value("quire.bookie.flush.interval.s"),
+        write_cache_mb=r.get_value("quire.bookie.write.cache.mb"),
+    )

@@ -3,34 +3,51 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from gateway.config import GatewayConfig
+from quire import settings as st
 
 
-def hostport(value: str, what: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise SystemExit(f"quire: {what} must be HOST:PORT, got {value!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
+def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
+    """The GatewayConfig of resolved settings (`fixed`: what the role decides itself, e.g. the
+    standalone's embedded metadata store and replication)."""
+    host, port = st.hostport(r.get_value("listeners"), "listeners (--listen)")
+    adv = r.get_value("advertised.listeners")
+    adv_host, adv_port = st.hostport(adv, "advertised.listeners (--advertise)") if adv else (None, None)
+    e, wq, aq = fixed.pop("replication", None) or st.replication(r.get_value("quire.replication"))
+    topic_defaults = {s.topic_config: str(r.get_value(s.key)).lower() if s.type is bool else str(r.get_value(s.key))
+                      for s in st.for_role(role) if s.topic_config and r[s.key].source != "default"}
+    kwargs: dict[str, Any] = dict(
+        meta_url=r.get("quire.meta", st.Value("", "default")).value or "", listen_host=host, listen_port=port,
+        advertised_host=adv_host, advertised_port=adv_port, node_id=r.get_value("node.id"),
+        rack=r.get_value("broker.rack"), data_dir=r.get_value("quire.data.dir"),
+        ensemble_size=e, write_quorum=wq, ack_quorum=aq, default_replication_factor=wq,
+        num_partitions=r.get_value("num.partitions"), auto_create_topics=r.get_value("auto.create.topics.enable"),
+        delete_topic_enable=r.get_value("delete.topic.enable"),
+        message_max_bytes=r.get_value("message.max.bytes"),
+        socket_request_max_bytes=r.get_value("socket.request.max.bytes"),
+        meta_session_timeout_s=r.get_value("quire.meta.session.timeout.s"),
+        offsets_topic_partitions=r.get_value("offsets.topic.num.partitions"),
+        group_initial_rebalance_delay_ms=r.get_value("group.initial.rebalance.delay.ms"),
+        group_min_session_timeout_ms=r.get_value("group.min.session.timeout.ms"),
+        group_max_session_timeout_ms=r.get_value("group.max.session.timeout.ms"),
+        cache_mb=r.get_value("quire.cache.mb"), topic_defaults=topic_defaults,
+    )
+    kwargs.update(fixed)
+    shown = {k: v for k, v in (("node.id", kwargs["node_id"]), ("quire.meta", kwargs["meta_url"]),
+                               ("quire.replication", f"{e}/{wq}/{aq}"))}
+    try:
+        return GatewayConfig(**kwargs, broker_settings=st.described(r, role, shown))
+    except ValueError as err:
+        raise st.SettingsError(str(err)) from None
 
 
 def main(args: argparse.Namespace) -> int:
     from gateway import app
 
-    host, port = hostport(args.listen, "--listen")
-    adv_host, adv_port = hostport(args.advertise, "--advertise") if args.advertise else (None, None)
-    try:
-        e, wq, aq = (int(x) for x in args.replication.split("/"))
-        config = GatewayConfig(
-            meta_url=args.meta, listen_host=host, listen_port=port, advertised_host=adv_host,
-            advertised_port=adv_port, node_id=args.id, rack=args.rack, data_dir=args.data_dir,
-            ensemble_size=e, write_quorum=wq, ack_quorum=aq, default_replication_factor=wq,
-            num_partitions=args.num_partitions, auto_create_topics=not args.no_auto_create,
-            meta_session_timeout_s=args.session_timeout,
-            offsets_topic_partitions=args.offsets_topic_partitions,
-            group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
-        )
-    except ValueError as err:
-        raise SystemExit(f"quire gateway: {err}") from None
-    app.run_async(app.run_gateway(config))
+    r = st.resolve(st.GATEWAY, args, file=args.config)
+    if not r.get_value("quire.meta"):
+        raise st.SettingsError("quire gateway needs a metadata store: --meta zk://host:port/chroot (or quire.meta)")
+    app.run_async(app.run_gateway(build_config(r, st.GATEWAY)))
     return 0

@@ -1,29 +1,41 @@
 """`quire standalone`: embedded metadata store, N bookie child processes and one gateway.
 
 Data layout under DATA_DIR: meta/ (embedded store), bookie-<i>/ (each bookie's ledgers and
-journal, its output in bookie-<i>.log) and standalone.json (the bookies' ports: a bookie's
-identity is its address, so a restart must reuse them). Replication: E=WQ=min(N,3), AQ=min(N,2).
+journal, its output in bookie-<i>.log), standalone.json (the bookies' ports: a bookie's
+identity is its address, so a restart must reuse them) and lock (flock: one standalone per data
+dir). Replication: E=WQ=min(N,3), AQ=min(N,2) unless quire.replication says otherwise.
+Start-up problems an operator can fix (port in use, data dir unusable or locked) are one line on
+stderr and exit code 2, and a data dir this start created is removed again.
 Bookies run as child processes so the work spreads over cores; they get SIGTERM if this process
 dies (PR_SET_PDEATHSIG) and on a clean stop, after the gateway has closed its partition logs.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
-from gateway.app import _install_signals, run_gateway
+from gateway.app import _install_signals, run_async, run_gateway
 from gateway.config import GatewayConfig
+from gateway.server import GatewayServer
+from quire import settings as st
+from quire.gateway import build_config
 from store import layout
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
@@ -76,6 +88,7 @@ class BookieChild:
     port: int
     meta_url: str
     log_level: str
+    extra_args: list[str] = field(default_factory=list)  # bookie settings, as flags
     proc: subprocess.Popen[bytes] | None = None
     seen_owners: set[int] = field(default_factory=set)
 
@@ -91,10 +104,14 @@ class BookieChild:
         return self.proc is not None and self.proc.poll() is None
 
     def spawn(self) -> None:
-        cmd = [sys.executable, "-m", "quire", "--log-level", self.log_level, "bookie", "--dir", str(self.data_dir),
-               "--host", self.host, "--port", str(self.port), "--meta", self.meta_url]
+        # -P and cwd=the data dir: a `quire` folder in the caller's directory must not shadow the
+        # package (python -m would put the current directory first on sys.path).
+        cmd = [sys.executable, "-P", "-m", "quire", "--log-level", self.log_level, "bookie",
+               "--data-dir", str(self.data_dir), "--host", self.host, "--port", str(self.port),
+               "--meta", self.meta_url, *self.extra_args]
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=self.data_dir.parent,
                                          preexec_fn=_die_with_parent if sys.platform == "linux" else None)
 
     def tail(self) -> str:
@@ -159,20 +176,83 @@ def _load_ports(state_file: Path, n: int, host: str) -> list[int]:
     return ports[:n]
 
 
-def _prepare(data_dir: str, bookies: int) -> tuple[Path, str, list[int]]:
-    if bookies < 1:
-        raise ValueError("--bookies must be at least 1")
-    base = Path(data_dir).resolve()
-    (base / "meta").mkdir(parents=True, exist_ok=True)
-    return base, f"embedded://{base / 'meta'}", _load_ports(base / "standalone.json", bookies, "127.0.0.1")
+class StartError(Exception):
+    """A start-up problem the operator can fix: the message names it and the fix."""
 
 
-async def run_standalone(
-    data_dir: str, host: str = "127.0.0.1", port: int = 9092, bookies: int = 1, *, log_level: str = "WARNING"
-) -> None:
-    base, meta_url, ports = _prepare(data_dir, bookies)
-    children = [BookieChild(i, base / f"bookie-{i}", "127.0.0.1", ports[i], meta_url, log_level)
+def _port_problem(host: str, port: int) -> str | None:
+    if _port_free(host, port):
+        return None
+    return (f"{host}:{port} is already in use (another Kafka or Quire?): stop it or choose another "
+            "address with --listen HOST:PORT")
+
+
+def _open_data_dir(path: Path) -> tuple[IO[str], bool]:
+    """Create (if needed) and lock the data dir: (the held lock file, whether this created it)."""
+    flag = "--data-dir"
+    if path.exists() and not path.is_dir():
+        raise StartError(f"data dir {path} is a file, not a directory: remove it or choose another {flag}")
+    created = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        lock = open(path / "lock", "a+")
+    except OSError as e:
+        if created:
+            shutil.rmtree(path, ignore_errors=True)
+        reason = "it is not writable" if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else e.strerror
+        raise StartError(f"cannot use data dir {path}: {reason}: choose a writable {flag}") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "?"
+        lock.close()
+        raise StartError(f"data dir {path} is in use by another quire standalone (pid {holder}): stop it "
+                         f"first or choose another {flag}") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock, created
+
+
+def _bookie_flags(r: st.Resolved) -> list[str]:
+    """The bookie settings of a standalone, passed on to its bookie children."""
+    out = []
+    for s in st.for_role(st.BOOKIE):
+        if st.STANDALONE not in s.roles or s.key == "quire.data.dir" or r[s.key].source == "default":
+            continue
+        v = r.get_value(s.key)
+        out += [s.flag_name if v else f"--no-{s.flag_name[2:]}"] if s.type is bool else [s.flag_name, str(v)]
+    return out
+
+
+def ready_line(config: GatewayConfig, port: int, base: Path, bookies: int, metrics: str | None) -> str:
+    """The one line printed when the standalone serves (metrics: its URL once metrics exist)."""
+    e, wq, aq = config.ensemble_size, config.write_quorum, config.ack_quorum
+    line = (f"quire standalone ready: {config.listen_host}:{port}, data {base}, "
+            f"{bookies} bookie{'s' if bookies != 1 else ''} (E/WQ/AQ {e}/{wq}/{aq})")
+    if metrics:
+        line += f", metrics http://{metrics}/metrics"
+    return line
+
+
+async def run_standalone(r: st.Resolved, base: Path, *, log_level: str = "WARNING",
+                         on_ready: Callable[[GatewayServer], None] | None = None) -> None:
+    bookies = r.get_value("quire.bookies")
+    meta_dir = base / "meta"
+    meta_dir.mkdir(exist_ok=True)
+    meta_url = f"embedded://{meta_dir}"
+    ports = _load_ports(base / "standalone.json", bookies, "127.0.0.1")
+    flags = _bookie_flags(r)
+    children = [BookieChild(i, base / f"bookie-{i}", "127.0.0.1", ports[i], meta_url, log_level, flags)
                 for i in range(bookies)]
+    repl = r.get_value("quire.replication")
+    config = build_config(
+        r, st.STANDALONE, meta_url=meta_url, data_dir=str(base),
+        node_id=r.get_value("node.id") if r.get_value("node.id") is not None else STANDALONE_NODE_ID,
+        replication=st.replication(repl) if repl else replication(bookies),
+    )
     stop = asyncio.Event()
     _install_signals(stop)
     meta = open_meta(meta_url)
@@ -184,12 +264,8 @@ async def run_standalone(
         for b in children:
             await b.wait_registered(meta)
         watchdog = asyncio.create_task(_restart_dead(children, meta, stop))
-        e, wq, aq = replication(bookies)
-        config = GatewayConfig(meta_url=meta_url, listen_host=host, listen_port=port, node_id=STANDALONE_NODE_ID,
-                               data_dir=str(base), ensemble_size=e, write_quorum=wq, ack_quorum=aq,
-                               default_replication_factor=e)
         if not stop.is_set():
-            await run_gateway(config, stop=stop)
+            await run_gateway(config, stop=stop, on_ready=on_ready)
     finally:
         if watchdog is not None:
             watchdog.cancel()
@@ -200,6 +276,48 @@ async def run_standalone(
         await asyncio.gather(*(b.wait_exit(STOP_TIMEOUT) for b in children))
         with contextlib.suppress(Exception):
             await meta.close()
+
+
+def main(args: argparse.Namespace) -> int:
+    """`quire standalone`: 0 after a clean stop, 2 for a start-up problem (one line on stderr)."""
+    r = st.resolve(st.STANDALONE, args, file=args.config)
+    if args.host is not None or args.port is not None:  # --host/--port: shorthands for --listen
+        host, port = st.hostport(r.get_value("listeners"), "listeners")
+        r["listeners"] = st.Value(f"{args.host or host}:{args.port if args.port is not None else port}", "flag")
+    if r.get_value("quire.bookies") < 1:
+        raise st.SettingsError("quire.bookies (--bookies) must be at least 1")
+    host, port = st.hostport(r.get_value("listeners"), "listeners (--listen)")
+    base = Path(r.get_value("quire.data.dir")).resolve()
+    ready = False
+    created = False
+    try:
+        problem = _port_problem(host, port) if port else None
+        if problem:
+            raise StartError(problem)
+        lock, created = _open_data_dir(base)
+    except StartError as e:
+        print(f"quire standalone: {e}", file=sys.stderr)
+        return 2
+
+    def on_ready(server: GatewayServer) -> None:
+        nonlocal ready
+        ready = True
+        print(ready_line(server.config, server.port, base, r.get_value("quire.bookies"),
+                         r.get_value("quire.metrics")), file=sys.stderr, flush=True)
+
+    try:
+        run_async(run_standalone(r, base, log_level=args.log_level, on_ready=on_ready))
+    except OSError as e:
+        print(f"quire standalone: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # a bookie child that would not start: its output follows
+        print(f"quire standalone: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if created and not ready:
+            shutil.rmtree(base, ignore_errors=True)  # leave nothing behind after a failed first start
+        lock.close()
+    return 0
 
 
 async def _restart_dead(children: list[BookieChild], meta: MetaStore, stop: asyncio.Event) -> None:

@@ -111,7 +111,28 @@ async def list_topics(meta: MetaStore) -> list[Doc]:
     return list(await asyncio.gather(*(one(t) for t in await topics(meta))))
 
 
-async def _ledger_doc(meta: MetaStore, info: Any) -> Doc:
+LIVE_READ_ENTRIES = 1000  # entries per read while sizing an open ledger
+
+
+async def _live(client: LedgerClient, ledger_id: int, doc: Doc) -> None:
+    """An open ledger as readers see it now: entries up to the LAC (read through the ledger
+    client, no fencing), their size, and the offset after its last batch."""
+    reader = await client.open(ledger_id)
+    try:
+        lac = reader.last_add_confirmed
+        size, head, last = 0, b"", b""
+        for first in range(0, lac + 1, LIVE_READ_ENTRIES):
+            got = await reader.read(first, min(lac, first + LIVE_READ_ENTRIES - 1))
+            size += sum(map(len, got))
+            head, last = head or (got[0] if got else b""), got[-1] if got else last
+    finally:
+        await reader.close()
+    doc.update(entries=lac + 1, size=size)
+    if last and doc["next_offset"] is None:  # not indexed yet: its batches say
+        doc.update(first_offset=batch_offsets(head)[0], next_offset=batch_offsets(last)[1] + 1)
+
+
+async def _ledger_doc(meta: MetaStore, info: Any, client: LedgerClient | None = None) -> Doc:
     doc: Doc = {
         "ledger_id": info.ledger_id,
         "entries": info.entries,
@@ -131,17 +152,24 @@ async def _ledger_doc(meta: MetaStore, info: Any) -> Doc:
     )
     if md.is_closed:
         doc.update(entries=md.last_entry_id + 1, size=md.length)
+    elif client is not None:
+        try:
+            await _live(client, info.ledger_id, doc)
+        except LedgerError:
+            pass  # its bookies cannot say: the metadata's numbers stand
     return doc
 
 
-async def describe_partition(meta: MetaStore, topic: TopicInfo, partition: int, held: dict[int, int]) -> Doc:
+async def describe_partition(
+    meta: MetaStore, topic: TopicInfo, partition: int, held: dict[int, int], client: LedgerClient | None = None
+) -> Doc:
     raw = await _get(meta, log_path(paths.partition_log_name(topic.topic_id, partition)))
     doc: Doc = {"partition": partition, "owner": held.get(partition)}
     if raw is None:
         doc.update(leader_epoch=None, epochs=[], log_start_offset=0, next_offset=0, size=0, ledgers=[])
         return doc
     md = LogMetadata.from_bytes(raw)
-    ledgers = list(await asyncio.gather(*(_ledger_doc(meta, li) for li in md.ledgers)))
+    ledgers = list(await asyncio.gather(*(_ledger_doc(meta, li, client) for li in md.ledgers)))
     ends = [lg["next_offset"] for lg in ledgers if lg["next_offset"] is not None]
     history = EpochHistory.from_text(md.props.get(L_EPOCHS))
     doc.update(
@@ -156,14 +184,15 @@ async def describe_partition(meta: MetaStore, topic: TopicInfo, partition: int, 
     return doc
 
 
-async def describe_topic(meta: MetaStore, name: str) -> Doc | None:
+async def describe_topic(meta: MetaStore, name: str, client: LedgerClient | None = None) -> Doc | None:
+    """client: to report open ledgers live (up to their LAC); without, as the metadata has them."""
     data = await _get(meta, paths.topic(name))
     if data is None:
         return None
     t = TopicInfo.from_bytes(name, data)
     held = await owners(meta, t.topic_id)
     nodes = {n.node_id: n for n in await gateways(meta)}
-    parts = list(await asyncio.gather(*(describe_partition(meta, t, p, held) for p in range(t.partitions))))
+    parts = list(await asyncio.gather(*(describe_partition(meta, t, p, held, client) for p in range(t.partitions))))
     for part in parts:
         node = nodes.get(part["owner"]) if part["owner"] is not None else None
         part["owner_address"] = f"{node.host}:{node.port}" if node is not None else None

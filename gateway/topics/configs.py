@@ -141,6 +141,22 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
 APPLIED = frozenset(n for n, c in TOPIC_CONFIGS.items() if c.applied)
 NOT_APPLIED = frozenset(TOPIC_CONFIGS) - APPLIED
 TOPIC_DEFAULTS: dict[str, str] = {n: c.default for n, c in TOPIC_CONFIGS.items()}
+# This process's broker-level defaults (server.properties `log.retention.ms`...), by topic config
+# name. Process-wide because one gateway process has one configuration and topic lookups happen
+# far from it; set once at start (set_broker_defaults).
+BROKER_DEFAULTS: dict[str, str] = {}
+
+
+def set_broker_defaults(defaults: Mapping[str, str]) -> None:
+    for name, raw in defaults.items():
+        validate_value(name, raw)
+    BROKER_DEFAULTS.clear()
+    BROKER_DEFAULTS.update(defaults)
+
+
+def default_of(name: str) -> str:
+    """A topic config's value when the topic has no override: the broker's, else Kafka's."""
+    return BROKER_DEFAULTS.get(name, TOPIC_CONFIGS[name].default)
 
 
 def parse(defn: ConfigDef, raw: str) -> object:
@@ -200,7 +216,6 @@ def effective(configs: Mapping[str, str], name: str) -> str:
     v = configs.get(name)
     if v is not None:
         return v
-    defn = TOPIC_CONFIGS.get(name)
-    if defn is None:
+    if name not in TOPIC_CONFIGS:
         raise KeyError(f"unknown topic config {name!r}")
-    return defn.default
+    return default_of(name)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.config import GatewayConfig
-from gateway.topics.configs import TOPIC_CONFIGS, ConfigSource, ConfigType
+from gateway.topics.configs import BROKER_DEFAULTS, TOPIC_CONFIGS, ConfigSource, ConfigType, default_of
 
 
 @dataclass(frozen=True)
@@ -39,48 +39,44 @@ class ConfigEntry:
 def topic_entries(overrides: Mapping[str, str]) -> list[ConfigEntry]:
     out = []
     for name, defn in sorted(TOPIC_CONFIGS.items()):
-        default_syn = (Synonym(defn.broker_synonym, defn.default, ConfigSource.DEFAULT_CONFIG),) \
+        default_source = ConfigSource.STATIC_BROKER_CONFIG if name in BROKER_DEFAULTS else ConfigSource.DEFAULT_CONFIG
+        default_syn = (Synonym(defn.broker_synonym, default_of(name), default_source),) \
             if defn.broker_synonym else ()
         if name in overrides:
             value, source = overrides[name], ConfigSource.TOPIC_CONFIG
             syns = (Synonym(name, value, ConfigSource.TOPIC_CONFIG), *default_syn)
         else:
-            value, source, syns = defn.default, ConfigSource.DEFAULT_CONFIG, default_syn
+            value, source, syns = default_of(name), default_source, default_syn
         doc = defn.doc + ("" if defn.applied else " (accepted and stored; no effect in Quire yet)")
         out.append(ConfigEntry(name, value, source, False, defn.type, doc, syns))
     return out
 
 
 def broker_entries(config: GatewayConfig, node_id: int, advertised: tuple[str, int]) -> list[ConfigEntry]:
+    """The settings the command resolved (config.broker_settings, with their sources), the values
+    only known at run time (node id, bound listener), and the defaults of topic configs."""
     static, default = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG
     t = ConfigType
-    rows: list[tuple[str, str | None, ConfigSource, ConfigType, str]] = [
-        ("node.id", str(node_id), static, t.INT, "This gateway's node id."),
-        ("broker.id", str(node_id), static, t.INT, "This gateway's node id."),
-        ("broker.rack", config.rack, static, t.STRING, "Rack of this gateway."),
-        ("advertised.listeners", f"PLAINTEXT://{advertised[0]}:{advertised[1]}", static, t.STRING,
-         "The address clients are told to use."),
-        ("listeners", f"PLAINTEXT://{config.listen_host}:{config.listen_port}", static, t.STRING,
-         "The address this gateway listens on."),
-        ("auto.create.topics.enable", str(config.auto_create_topics).lower(), static, t.BOOLEAN,
-         "Create unknown topics on Metadata requests that allow it."),
-        ("num.partitions", str(config.num_partitions), static, t.INT, "Partitions of auto-created topics."),
+    rows: dict[str, tuple[str | None, ConfigSource, ConfigType, str]] = {
+        s.name: (s.value, s.source, s.type, s.doc) for s in config.broker_settings
+    }
+    id_source = rows.get("node.id", (None, static))[1] if config.node_id is not None else default
+    runtime: list[tuple[str, str | None, ConfigSource, ConfigType, str]] = [
+        ("node.id", str(node_id), id_source, t.INT, "This gateway's node id."),
+        ("broker.id", str(node_id), id_source, t.INT, "This gateway's node id."),
+        ("advertised.listeners", f"PLAINTEXT://{advertised[0]}:{advertised[1]}",
+         rows.get("advertised.listeners", (None, static))[1], t.STRING, "The address clients are told to use."),
+        ("listeners", f"PLAINTEXT://{config.listen_host}:{config.listen_port}",
+         rows.get("listeners", (None, static))[1], t.STRING, "The address this gateway listens on."),
         ("default.replication.factor", str(config.default_replication_factor), static, t.SHORT,
-         "Reported replication factor; ledgers are replicated E/WQ/AQ over bookies."),
-        ("delete.topic.enable", str(config.delete_topic_enable).lower(), static, t.BOOLEAN,
-         "Whether DeleteTopics is allowed."),
-        ("socket.request.max.bytes", str(config.socket_request_max_bytes), static, t.INT,
-         "The largest request accepted; larger ones close the connection."),
-        ("message.max.bytes", str(config.message_max_bytes), static, t.INT, "Largest record batch by default."),
+         "Reported replication factor; ledgers are replicated E/WQ/AQ over bookies (quire.replication)."),
         ("log.dirs", config.data_dir or "", static, t.STRING, "This gateway's reported log directory."),
-        ("quire.ledger.ensemble.size", str(config.ensemble_size), static, t.INT, "Bookies per ledger (E)."),
-        ("quire.ledger.write.quorum", str(config.write_quorum), static, t.INT, "Copies of each entry (WQ)."),
-        ("quire.ledger.ack.quorum", str(config.ack_quorum), static, t.INT, "Acks before an entry counts (AQ)."),
     ]
-    seen = {r[0] for r in rows}
+    for name, value, source, typ, doc in runtime:
+        rows[name] = (value, source, typ, doc)
     for defn in TOPIC_CONFIGS.values():
-        if defn.broker_synonym and defn.broker_synonym not in seen:
-            seen.add(defn.broker_synonym)
-            rows.append((defn.broker_synonym, defn.default, default, defn.type, f"Default of topic config {defn.name}."))
+        if defn.broker_synonym and defn.broker_synonym not in rows:
+            source = static if defn.name in BROKER_DEFAULTS else default
+            rows[defn.broker_synonym] = (default_of(defn.name), source, defn.type, f"Default of topic config {defn.name}.")
     return [ConfigEntry(name, value, source, True, typ, doc, (Synonym(name, value, source),))
-            for name, value, source, typ, doc in sorted(rows)]
+            for name, (value, source, typ, doc) in sorted(rows.items())]

@@ -1,11 +1,16 @@
-"""`quire gateway` flags reach the GatewayConfig the gateway runs with."""
+"""Settings: `quire gateway` flags reach the GatewayConfig; file < environment < flags; the
+properties syntax; unknown keys; the README's table is the settings table."""
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
 
 import pytest
 
 from gateway.config import GatewayConfig
 from quire.cli import main
+from quire.settings import GATEWAY, SettingsError, parse_properties, resolve, table_markdown
 
 
 def test_gateway_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,6 +35,41 @@ def test_gateway_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch) -> None
     assert c.meta_session_timeout_s == 3.0 and c.auto_create_topics is False
 
 
-def test_bad_replication_is_a_clear_error() -> None:
-    with pytest.raises(SystemExit, match="E >= WQ >= AQ"):
-        main(["gateway", "--meta", "zk://127.0.0.1:1/q", "--replication", "1/2/2"])
+def test_bad_replication_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gateway", "--meta", "zk://127.0.0.1:1/q", "--replication", "1/2/2"]) == 2
+    assert "E >= WQ >= AQ" in capsys.readouterr().err
+
+
+def test_properties_syntax() -> None:
+    text = "# comment\n! comment\na=1\nb : 2\nc 3\n  d = x\\\n     y\ne\\=k=v\\tw\\u0041\nf=\n"
+    assert parse_properties(text) == {"a": "1", "b": "2", "c": "3", "d": "xy", "e=k": "v\twA", "f": ""}
+
+
+def test_precedence_file_env_flag_and_legacy_env(tmp_path: Path) -> None:
+    cfg = tmp_path / "server.properties"
+    cfg.write_text("num.partitions=2\nbroker.id=5\nlog.retention.ms=1000\noffsets.topic.num.partitions=3\n")
+    args = argparse.Namespace(num_partitions="7")
+    env = {"QUIRE_LOG_RETENTION_MS": "2000", "QUIRE_OFFSETS_TOPIC_PARTITIONS": "9"}
+    r = resolve(GATEWAY, args, env=env, file=cfg)
+    assert (r["num.partitions"].value, r["num.partitions"].source) == (7, "flag")
+    assert (r["log.retention.ms"].value, r["log.retention.ms"].source) == (2000, "env")
+    assert (r["node.id"].value, r["node.id"].source) == (5, "file")  # broker.id is node.id
+    assert (r["offsets.topic.num.partitions"].value, r["offsets.topic.num.partitions"].source) == (9, "env")
+    assert r["delete.topic.enable"].source == "default"
+    with pytest.raises(SettingsError, match="QUIRE_NUM_PARTITIONS"):
+        resolve(GATEWAY, None, env={"QUIRE_NUM_PARTITIONS": "many"})
+
+
+def test_unknown_or_foreign_keys_are_named(tmp_path: Path) -> None:
+    cfg = tmp_path / "server.properties"
+    cfg.write_text("log.retention.hour=1\n")
+    with pytest.raises(SettingsError, match=r"unknown setting 'log\.retention\.hour'"):
+        resolve(GATEWAY, None, env={}, file=cfg)
+    cfg.write_text("quire.bookies=3\n")
+    with pytest.raises(SettingsError, match="does not apply to quire gateway"):
+        resolve(GATEWAY, None, env={}, file=cfg)
+
+
+def test_readme_table_is_the_settings_table() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert table_markdown() in readme

@@ -1,0 +1,368 @@
+"""Every setting of every role, defined once: its `server.properties` key (Kafka's name where
+Kafka has the setting, `quire.`-prefixed otherwise), type, default, help, flag and environment
+variable. Command-line flags, QUIRE_* environment variables, the `--config FILE` keys and the
+broker configs DescribeConfigs reports are all derived from SETTINGS.
+
+Precedence: default < file < environment < flag. The environment variable of a key is derived
+mechanically: drop a leading `quire.`, upper-case, dots to underscores, prefix QUIRE_
+(`num.partitions` -> QUIRE_NUM_PARTITIONS, `quire.cache.mb` -> QUIRE_CACHE_MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coordinator.group.config import GroupConfig
+from gateway.config import BrokerSetting
+from gateway.topics.configs import TOPIC_CONFIGS, ConfigSource, ConfigType
+from store.bookie.bookie import BookieConfig
+from store.managed.cache import DEFAULT_CACHE_BYTES
+
+GATEWAY, BOOKIE, STANDALONE = "gateway", "bookie", "standalone"
+G = frozenset({GATEWAY, STANDALONE})
+B = frozenset({BOOKIE, STANDALONE})
+ALL = G | B
+
+
+class SettingsError(ValueError):
+    """A configuration that cannot be used; the message names the key and the problem."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    type: type  # int, float, bool or str
+    default: Any
+    help: str
+    roles: frozenset[str]
+    flag: str | None = None  # None: derived from the key (--num-partitions, --cache-mb)
+    aliases: tuple[str, ...] = ()  # other file keys meaning the same (broker.id for node.id)
+    env_aliases: tuple[str, ...] = ()  # older environment variables still honoured
+    role_defaults: Mapping[str, Any] = field(default_factory=dict)
+    config_type: ConfigType | None = None  # DescribeConfigs type; None: from `type`
+    described: bool = True  # reported by DescribeConfigs on the BROKER resource (gateway settings)
+    flag_aliases: tuple[str, ...] = ()  # older flags still accepted (--dir for a bookie's --data-dir)
+    topic_config: str | None = None  # the topic config this broker setting is the default of
+
+    @property
+    def dest(self) -> str:
+        return self.key.replace(".", "_")
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or "--" + self.key.removeprefix("quire.").replace(".", "-")
+
+    @property
+    def env(self) -> str:
+        return "QUIRE_" + self.key.removeprefix("quire.").upper().replace(".", "_").replace("-", "_")
+
+    def default_for(self, role: str) -> Any:
+        return self.role_defaults.get(role, self.default)
+
+    def describe_type(self) -> ConfigType:
+        if self.config_type is not None:
+            return self.config_type
+        return {int: ConfigType.INT, float: ConfigType.DOUBLE, bool: ConfigType.BOOLEAN}.get(self.type, ConfigType.STRING)
+
+
+_GROUP = GroupConfig()
+_BOOKIE = BookieConfig()
+_KAFKA_PREFIXED = ("PLAINTEXT://",)
+
+
+def _parse(kind: type, raw: str, key: str) -> Any:
+    s = raw.strip()
+    try:
+        if kind is bool:
+            if s.lower() not in ("true", "false"):
+                raise ValueError
+            return s.lower() == "true"
+        if kind is int:
+            return int(s)
+        if kind is float:
+            return float(s)
+    except ValueError:
+        raise SettingsError(f"{key}: {raw!r} is not a valid {kind.__name__}") from None
+    return s
+
+
+def _topic_defaults() -> list[Setting]:
+    """Broker-level defaults of topic configs (log.retention.ms ...), from Kafka's topic table."""
+    kinds = {ConfigType.INT: int, ConfigType.LONG: int, ConfigType.SHORT: int, ConfigType.BOOLEAN: bool,
+             ConfigType.DOUBLE: float}
+    out = []
+    for defn in sorted(TOPIC_CONFIGS.values(), key=lambda d: d.name):
+        if defn.broker_synonym is None or not defn.applied:
+            continue
+        kind = kinds.get(defn.type, str)
+        default: Any = _parse(kind, defn.default, defn.broker_synonym)
+        out.append(Setting(defn.broker_synonym, kind, default, f"default {defn.name} of topics: {defn.doc}", G,
+                           config_type=defn.type, topic_config=defn.name))
+    return out
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # Kafka's names
+    Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "HOST:PORT (or PLAINTEXT://HOST:PORT) to listen on",
+            G, flag="--listen"),
+    Setting("advertised.listeners", str, None, "HOST:PORT clients are told (default: the listener)", G,
+            flag="--advertise"),
+    Setting("node.id", int, None, "node id (default: allocated, stable per address; standalone: 1)", G,
+            flag="--id", aliases=("broker.id",)),
+    Setting("broker.rack", str, None, "rack of this gateway or bookie (placement spreads ledgers over racks)",
+            ALL, flag="--rack"),
+    Setting("num.partitions", int, 1, "partitions of auto-created topics", G),
+    Setting("auto.create.topics.enable", bool, True, "create unknown topics on Metadata requests", G,
+            flag="--auto-create"),
+    Setting("delete.topic.enable", bool, True, "allow DeleteTopics", G),
+    Setting("socket.request.max.bytes", int, 104857600, "largest request accepted", G),
+    Setting("offsets.topic.num.partitions", int, _GROUP.offsets_topic_partitions,
+            "consumer-group coordinator shards (partitions of __consumer_offsets)", G,
+            flag="--offsets-topic-partitions", env_aliases=("QUIRE_OFFSETS_TOPIC_PARTITIONS",)),
+    Setting("group.initial.rebalance.delay.ms", int, _GROUP.initial_rebalance_delay_ms,
+            "wait for more members before the first rebalance of an empty group", G),
+    Setting("group.min.session.timeout.ms", int, _GROUP.min_session_timeout_ms,
+            "smallest session timeout a consumer may ask for", G),
+    Setting("group.max.session.timeout.ms", int, _GROUP.max_session_timeout_ms,
+            "largest session timeout a consumer may ask for", G),
+    *_topic_defaults(),
+    # Quire's own
+    Setting("quire.meta", str, None, "metadata store: zk://host:port/chroot or embedded:///dir (required)",
+            frozenset({GATEWAY, BOOKIE}), described=False),
+    Setting("quire.meta.session.timeout.s", float, 10.0,
+            "metadata-store session timeout in seconds: how fast a dead gateway's partitions move", G,
+            flag="--session-timeout"),
+    Setting("quire.replication", str, "3/3/2",
+            "E/WQ/AQ of partition ledgers (standalone default: min(N,3)/min(N,3)/min(N,2) for N bookies)", G,
+            role_defaults={STANDALONE: None}),
+    Setting("quire.data.dir", str, None,
+            "data directory (standalone: everything; bookie: ledgers; gateway: reported log dir)", ALL,
+            role_defaults={STANDALONE: "./quire-data"}, aliases=("log.dirs",), flag_aliases=("--dir",)),
+    Setting("quire.bookies", int, 1, "bookie child processes of the standalone", frozenset({STANDALONE}),
+            described=False),
+    Setting("quire.cache.mb", int, DEFAULT_CACHE_BYTES >> 20, "entry cache of the gateway, MiB", G),
+    Setting("quire.metrics", str, None, "HOST:PORT of the Prometheus metrics endpoint (reserved, not served yet)",
+            ALL, described=False),
+    Setting("quire.bookie.host", str, "127.0.0.1", "address the bookie listens on", frozenset({BOOKIE}),
+            flag="--host", described=False),
+    Setting("quire.bookie.port", int, None, "port the bookie listens on (required)", frozenset({BOOKIE}),
+            flag="--port", described=False),
+    Setting("quire.bookie.journal.dir", str, None, "journal directory (default: DATA_DIR/journal)",
+            frozenset({BOOKIE}), flag="--journal-dir", described=False),
+    Setting("quire.bookie.fsync", bool, _BOOKIE.journal_sync,
+            "fdatasync the journal before acking adds (--no-fsync is UNSAFE, benchmarks only)", B,
+            flag="--fsync", described=False),
+    Setting("quire.bookie.journal.batch.wait.s", float, _BOOKIE.journal_batch_wait,
+            "seconds to gather a journal batch (0: adaptive)", B, flag="--journal-batch-wait", described=False),
+    Setting("quire.bookie.flush.interval.s", float, _BOOKIE.storage.flush_interval,
+            "seconds between checkpoints", B, flag="--flush-interval", described=False),
+    Setting("quire.bookie.write.cache.mb", float, _BOOKIE.storage.write_cache_bytes / (1 << 20),
+            "bookie write cache, MiB; adds wait beyond it", B, flag="--write-cache-mb", described=False),
+)
+BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+_BY_ANY_KEY: dict[str, Setting] = {**BY_KEY, **{a: s for s in SETTINGS for a in s.aliases}}
+
+
+# -- Java properties (server.properties) --------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2:i + 6]):
+                out.append(chr(int(s[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Physical lines joined where a line ends in an odd number of backslashes (continuation);
+    the continuation's leading whitespace is dropped; comments and blank lines skipped."""
+    out: list[str] = []
+    pending: str | None = None
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f")
+        if pending is None and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        body = line[:-1] if trailing % 2 else line
+        pending = body if pending is None else pending + body
+        if not trailing % 2:
+            out.append(pending)
+            pending = None
+    if pending is not None:
+        out.append(pending)
+    return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java Properties.load syntax: `#`/`!` comments, `=`, `:` or whitespace separators,
+    backslash escapes (\\t \\n \\uXXXX ...), line continuations."""
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        i = 0
+        while i < len(line):
+            c = line[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c in "=: \t\f":
+                break
+            i += 1
+        key, j = line[:i], i
+        while j < len(line) and line[j] in " \t\f":
+            j += 1
+        if j < len(line) and line[j] in "=:":
+            j += 1
+        while j < len(line) and line[j] in " \t\f":
+            j += 1
+        rest = line[j:]
+        props[_unescape(key)] = _unescape(rest)
+    return props
+
+
+# -- resolution -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Value:
+    value: Any
+    source: str  # "default", "file", "env" or "flag"
+
+
+class Resolved(dict[str, Value]):
+    def get_value(self, key: str) -> Any:
+        return self[key].value
+
+    def __getattr__(self, name: str) -> Any:  # resolved.num_partitions
+        key = next((s.key for s in SETTINGS if s.dest == name), None)
+        if key is None or key not in self:
+            raise AttributeError(name)
+        return self[key].value
+
+
+def for_role(role: str) -> list[Setting]:
+    return [s for s in SETTINGS if role in s.roles]
+
+
+def add_arguments(parser: argparse.ArgumentParser, role: str) -> None:
+    """One flag per setting of the role (default None: 'not given', so the file and environment
+    can fill it); the help shows the effective default."""
+    parser.add_argument("--config", metavar="FILE", default=None,
+                        help="server.properties-style file (Kafka's keys; see the README's table)")
+    for s in for_role(role):
+        default = s.default_for(role)
+        shown = "-" if default is None else (str(default).lower() if s.type is bool else default)
+        text = f"{s.help} [{s.key}, ${s.env}; default: {shown}]"
+        if s.type is bool:
+            parser.add_argument(s.flag_name, *s.flag_aliases, dest=s.dest, action=argparse.BooleanOptionalAction,
+                                default=None, help=text)
+        else:
+            parser.add_argument(s.flag_name, *s.flag_aliases, dest=s.dest, type=str, default=None,
+                                metavar=s.dest.split("_")[-1].upper(), help=text)
+
+
+def resolve(role: str, args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None,
+            file: str | os.PathLike[str] | None = None) -> Resolved:
+    """Every setting of `role` with its value and where it came from. SettingsError on an unknown
+    key in the file, an unreadable file, or a value of the wrong type."""
+    env = os.environ if env is None else env
+    settings = for_role(role)
+    mine = {s.key for s in settings}
+    from_file: dict[str, tuple[Setting, str]] = {}
+    if file is not None:
+        try:
+            text = Path(file).read_text(encoding="latin-1")
+        except OSError as e:
+            raise SettingsError(f"cannot read config file {file}: {e.strerror or e}") from None
+        for key, raw in parse_properties(text).items():
+            s = _BY_ANY_KEY.get(key)
+            if s is None:
+                raise SettingsError(f"{file}: unknown setting {key!r} (see the README's settings table)")
+            if s.key not in mine:
+                raise SettingsError(f"{file}: setting {key!r} does not apply to quire {role}")
+            from_file[s.key] = (s, raw)
+    out = Resolved()
+    for s in settings:
+        v = Value(s.default_for(role), "default")
+        if s.key in from_file:
+            v = Value(_parse(s.type, from_file[s.key][1], s.key), "file")
+        for name in (*s.env_aliases, s.env):  # the mechanical name wins over an older alias
+            if env.get(name):
+                v = Value(_parse(s.type, env[name], f"{s.key} (${name})"), "env")
+        flag = getattr(args, s.dest, None) if args is not None else None
+        if flag is not None:
+            v = Value(flag if isinstance(flag, bool) else _parse(s.type, flag, f"{s.key} ({s.flag_name})"), "flag")
+        out[s.key] = v
+    return out
+
+
+def hostport(value: str, what: str) -> tuple[str, int]:
+    """HOST:PORT, also in Kafka's listener form PLAINTEXT://HOST:PORT (the first of a list)."""
+    first = value.split(",")[0].strip()
+    for prefix in _KAFKA_PREFIXED:
+        if first.upper().startswith(prefix):
+            first = first[len(prefix):]
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SettingsError(f"{what} must be HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def replication(value: str) -> tuple[int, int, int]:
+    try:
+        e, wq, aq = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise SettingsError(f"quire.replication must be E/WQ/AQ, got {value!r}") from None
+    return e, wq, aq
+
+
+def described(resolved: Resolved, role: str, overrides: Mapping[str, Any] | None = None) -> tuple[BrokerSetting, ...]:
+    """The broker configs DescribeConfigs reports: values, types, help and Kafka's sources
+    (DEFAULT_CONFIG for a default, STATIC_BROKER_CONFIG for file, environment and flags, as
+    Kafka reports its server.properties and --override values)."""
+    out = []
+    overrides = overrides or {}
+    for s in for_role(role):
+        if not s.described or s.key not in resolved:
+            continue
+        v = resolved[s.key]
+        value = overrides.get(s.key, v.value)
+        text = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+        source = ConfigSource.DEFAULT_CONFIG if v.source == "default" else ConfigSource.STATIC_BROKER_CONFIG
+        out.append(BrokerSetting(s.key, text, source, s.describe_type(), s.help))
+    return tuple(out)
+
+
+def table_markdown(roles: Sequence[str] = (GATEWAY, BOOKIE, STANDALONE)) -> str:
+    """The README's settings table (tests check the README matches it)."""
+    rows = ["| key | env | flag | default | roles | meaning |", "|---|---|---|---|---|---|"]
+    for s in SETTINGS:
+        defaults = {r: s.default_for(r) for r in roles if r in s.roles}
+        shown = {("-" if d is None else str(d).lower() if isinstance(d, bool) else str(d)) for d in defaults.values()}
+        default = " / ".join(f"{r}: {'-' if d is None else d}" for r, d in defaults.items()) if len(shown) > 1 \
+            else next(iter(shown))
+        flag = s.flag_name if s.type is not bool else f"{s.flag_name} / --no-{s.flag_name[2:]}"
+        flag += "".join(f"`, `{a}" for a in s.flag_aliases)
+        aliases = "".join(f", `{a}`" for a in s.aliases)
+        envs = "".join(f", `{e}`" for e in s.env_aliases)
+        rows.append(f"| `{s.key}`{aliases} | `{s.env}`{envs} | `{flag}` | {default} | "
+                    f"{', '.join(r for r in roles if r in s.roles)} | {s.help} |")
+    return "\n".join(rows)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from gateway.cluster import inspect
@@ -287,8 +288,28 @@ def _render_group(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+@contextlib.contextmanager
+def _progress(desc: str) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on stderr while logs are read, only on a terminal (output stays clean for
+    pipes and --json consumers)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(desc=desc, unit=" entries", file=sys.stderr, leave=False) as bar:
+        yield bar.update
+
+
 async def _run_groups(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str]:
-    peek = inspect.LogPeek(meta)
+    with _progress("reading __consumer_offsets") as progress:
+        return await _read_groups(args, meta, progress)
+
+
+async def _read_groups(
+    args: argparse.Namespace, meta: MetaStore, progress: Callable[[int], None] | None
+) -> tuple[int, Any, str]:
+    peek = inspect.LogPeek(meta, on_entries=progress)
     try:
         if args.action == "list":
             docs = await inspect.list_groups(meta, peek)

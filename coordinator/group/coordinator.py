@@ -348,6 +348,9 @@ class GroupCoordinator(OffsetOps):
             group.generation_id,
             len(group.members),
             group.state.value,
+            extra={"fields": {"event": "group_rebalanced", "group": group.group_id,
+                              "generation": group.generation_id, "members": len(group.members),
+                              "state": group.state.value}},
         )
 
     async def _store_empty(self, group: Group) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,8 +263,9 @@ class LogPeek:
     the open tail past the bookies' LAC: an entry any bookie holds is one that ledger recovery
     would keep, so it is part of the log unless that bookie is lost first."""
 
-    def __init__(self, meta: MetaStore) -> None:
+    def __init__(self, meta: MetaStore, on_entries: Callable[[int], None] | None = None) -> None:
         self.meta = meta
+        self.on_entries = on_entries  # progress: called with each count of log entries read
         self._pool = BookiePool()
         self.client = LedgerClient(meta, bookies=self._pool)
         self._env = LedgerEnv(
@@ -335,13 +337,18 @@ class LogPeek:
                 if not got:
                     break
                 out.extend(e.data for e in got)
+                if self.on_entries is not None:
+                    self.on_entries(len(got))
                 last = got[-1].position
                 pos = Position(last.ledger_id, last.entry_id + 1)
             ledgers = reader.ledgers
             if ledgers and not ledgers[-1].closed:
                 tail = ledgers[-1].ledger_id
                 after = last.entry_id if last is not None and last.ledger_id == tail else -1
-                out.extend(await self.entries_after(tail, after))
+                more = await self.entries_after(tail, after)
+                out.extend(more)
+                if self.on_entries is not None:
+                    self.on_entries(len(more))
         finally:
             await reader.close()
         return out

@@ -294,6 +294,8 @@ class PartitionManager:
             topic.name,
             partition,
             opened.leader_epoch,
+            extra={"fields": {"event": "lease_gained", "node": self.node_id, "topic": topic.name,
+                              "partition": partition, "leader_epoch": opened.leader_epoch}},
         )
         if self._closed:
             await self._release(key)
@@ -329,13 +331,17 @@ class PartitionManager:
             with contextlib.suppress(NoNodeError, NotEmptyError, MetaError):
                 await self.meta.delete(f"{paths.OWNERS}/{key[0].hex}")
         else:
-            log.info("node %d handed over partition %s-%d", self.node_id, key[0], key[1])
+            log.info("node %d handed over partition %s-%d", self.node_id, key[0], key[1],
+                     extra={"fields": {"event": "lease_released", "node": self.node_id, "topic_id": key[0].hex,
+                                       "partition": key[1]}})
 
     def _on_lost(self, key: Key, lost: PartitionLog) -> None:
         """The log was fenced by another owner (or failed): drop it and re-evaluate later."""
         if self._logs.get(key) is not lost:
             return
-        log.warning("node %d lost ownership of %s-%d", self.node_id, key[0], key[1])
+        log.warning("node %d lost ownership of %s-%d", self.node_id, key[0], key[1],
+                    extra={"fields": {"event": "lease_lost", "node": self.node_id, "topic_id": key[0].hex,
+                                      "partition": key[1]}})
         self._not_before[key] = time.monotonic() + RETRY_BACKOFF
         self._start_release(key)
         self._kick()

@@ -199,7 +199,9 @@ async def _close(env: LedgerEnv, md: LedgerMetadata, last: int, length: int) -> 
     while True:
         try:
             closed = await env.cas_metadata(md.copy(state=CLOSED, last_entry_id=last, length=length))
-            log.info("ledger %d recovered: last entry %d, %d bytes", md.ledger_id, last, length)
+            log.info("ledger %d recovered: last entry %d, %d bytes", md.ledger_id, last, length,
+                     extra={"fields": {"event": "ledger_recovered", "ledger": md.ledger_id, "last_entry": last,
+                                       "bytes": length}})
             return closed
         except MetadataVersionError:
             current = await env.read_metadata(md.ledger_id)

@@ -253,7 +253,8 @@ class LedgerWriter:
         if self._error is not None or self._failed_mask & bit or self._closed:
             return
         addr = self.metadata.ensembles[-1][1][idx]
-        log.warning("ledger %d: bookie %s failed (%r), changing ensemble", self.ledger_id, addr, exc)
+        log.warning("ledger %d: bookie %s failed (%r), changing ensemble", self.ledger_id, addr, exc,
+                    extra={"fields": {"event": "bookie_failed", "ledger": self.ledger_id, "bookie": addr}})
         self._failed_mask |= bit
         self._ever_failed.add(addr)
         # Its copies of pending entries will not be in the new fragment: resend them later.
@@ -312,6 +313,8 @@ class LedgerWriter:
                         self.ledger_id,
                         new_md.ensembles[-1][0],
                         ensemble,
+                        extra={"fields": {"event": "ensemble_changed", "ledger": self.ledger_id,
+                                          "first_entry": new_md.ensembles[-1][0], "ensemble": list(ensemble)}},
                     )
                 if kept:
                     log.warning(

@@ -350,7 +350,9 @@ class ManagedLog(LogReads):
         self._cur_first_ms = self._cur_last_ms = 0
         if self._last_confirmed == Position(old.ledger_id, -1):
             self._last_confirmed = Position(new.ledger_id, -1)
-        log.debug("log %s rolled %d -> %d", self.name, old.ledger_id, new.ledger_id)
+        log.info("log %s rolled %d -> %d", self.name, old.ledger_id, new.ledger_id,
+                 extra={"fields": {"event": "ledger_rolled", "log": self.name, "closed_ledger": old.ledger_id,
+                                   "ledger": new.ledger_id}})
 
     async def roll(self) -> None:
         """Close the current ledger now (if it has entries) and start a new one."""

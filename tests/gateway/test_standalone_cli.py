@@ -5,10 +5,15 @@ reported by DescribeConfigs with Kafka's sources."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
+import select
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -206,5 +211,35 @@ def test_admin_reports_open_ledgers_live(tmp_path: Path) -> None:
                 break
             time.sleep(0.5)
         assert bookie["disk_used_bytes"] > 1000 * 20
+
+        # The structured log events carry their fields (the standalone runs at INFO here).
+        events = [json.loads(x) for x in gw.output().splitlines() if x.startswith("{")]
+        gained = [e for e in events if e.get("event") == "lease_gained" and e.get("topic") == "live-t"]
+        assert gained and gained[0]["partition"] == 0 and gained[0]["level"] == "info"
+
+        # A group's offsets; describing it reads __consumer_offsets, with progress on a terminal
+        # (stderr a pty) while stdout stays JSON.
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": gw.bootstrap, "group.id": "live-g", "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition("live-t", 0, 600)], asynchronous=False)
+        c.close()
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal's size
+        try:
+            proc = subprocess.run([sys.executable, "-P", "-m", "quire", "admin", "--data-dir", str(gw.data_dir),
+                                   "--json", "groups", "describe", "live-g"], cwd=ROOT, env=_env(),
+                                  stdout=subprocess.PIPE, stderr=slave, text=True, timeout=T)
+            tty_text = b""
+            while select.select([master], [], [], 0)[0]:  # everything the child wrote is buffered
+                tty_text += os.read(master, 65536)
+        finally:
+            os.close(slave)
+            os.close(master)
+        assert proc.returncode == 0
+        doc = json.loads(proc.stdout)
+        (row,) = doc["partitions"]
+        assert (row["committed_offset"], row["log_end_offset"], row["lag"]) == (600, 1000, 400)
+        assert b"entries" in tty_text and b"__consumer_offsets" in tty_text
     finally:
         gw.stop()

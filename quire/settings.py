@@ -251,12 +251,6 @@ class Resolved(dict[str, Value]):
     def get_value(self, key: str) -> Any:
         return self[key].value
 
-    def __getattr__(self, name: str) -> Any:  # resolved.num_partitions
-        key = next((s.key for s in SETTINGS if s.dest == name), None)
-        if key is None or key not in self:
-            raise AttributeError(name)
-        return self[key].value
-
 
 def for_role(role: str) -> list[Setting]:
     return [s for s in SETTINGS if role in s.roles]

@@ -17,6 +17,7 @@ class BrokerSetting:
     source: ConfigSource
     type: ConfigType
     doc: str
+    default: str | None = None  # reported as the DEFAULT_CONFIG synonym of a value set otherwise
 
 
 @dataclass

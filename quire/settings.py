@@ -328,6 +328,10 @@ def replication(value: str) -> tuple[int, int, int]:
     return e, wq, aq
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def described(resolved: Resolved, role: str, overrides: Mapping[str, Any] | None = None) -> tuple[BrokerSetting, ...]:
     """The broker configs DescribeConfigs reports: values, types, help and Kafka's sources
     (DEFAULT_CONFIG for a default, STATIC_BROKER_CONFIG for file, environment and flags, as
@@ -338,10 +342,9 @@ def described(resolved: Resolved, role: str, overrides: Mapping[str, Any] | None
         if not s.described or s.key not in resolved:
             continue
         v = resolved[s.key]
-        value = overrides.get(s.key, v.value)
-        text = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
         source = ConfigSource.DEFAULT_CONFIG if v.source == "default" else ConfigSource.STATIC_BROKER_CONFIG
-        out.append(BrokerSetting(s.key, text, source, s.describe_type(), s.help))
+        out.append(BrokerSetting(s.key, _text(overrides.get(s.key, v.value)), source, s.describe_type(), s.help,
+                                 _text(s.default_for(role))))
     return tuple(out)
 
 

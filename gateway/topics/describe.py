@@ -60,6 +60,8 @@ def broker_entries(config: GatewayConfig, node_id: int, advertised: tuple[str, i
     rows: dict[str, tuple[str | None, ConfigSource, ConfigType, str]] = {
         s.name: (s.value, s.source, s.type, s.doc) for s in config.broker_settings
     }
+    # Kafka lists a set value's synonyms most specific first: the value, then the default.
+    defaults = {s.name: s.default for s in config.broker_settings if s.source != default and s.default is not None}
     id_source = rows.get("node.id", (None, static))[1] if config.node_id is not None else default
     runtime: list[tuple[str, str | None, ConfigSource, ConfigType, str]] = [
         ("node.id", str(node_id), id_source, t.INT, "This gateway's node id."),
@@ -78,5 +80,6 @@ def broker_entries(config: GatewayConfig, node_id: int, advertised: tuple[str, i
         if defn.broker_synonym and defn.broker_synonym not in rows:
             source = static if defn.name in BROKER_DEFAULTS else default
             rows[defn.broker_synonym] = (default_of(defn.name), source, defn.type, f"Default of topic config {defn.name}.")
-    return [ConfigEntry(name, value, source, True, typ, doc, (Synonym(name, value, source),))
+    return [ConfigEntry(name, value, source, True, typ, doc, (Synonym(name, value, source),)
+                        + ((Synonym(name, defaults[name], default),) if name in defaults else ()))
             for name, (value, source, typ, doc) in sorted(rows.items())]

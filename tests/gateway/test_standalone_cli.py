@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import ROOT, StandaloneGateway, _env
+from kafka_wire.messages.describe_configs import DescribeConfigsRequest
+from tests.support.gateway import ROOT, RawKafka, StandaloneGateway, _env
 from tests.support.zookeeper import free_port
 
 T = 30.0
@@ -153,6 +154,12 @@ def test_file_env_and_flags_reach_the_gateway_and_describe_configs(tmp_path: Pat
         got = next(iter(admin.describe_configs([res]).values())).result(T)
         assert got["num.partitions"].value == "4"
         assert got["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+        with RawKafka(gw.bootstrap) as raw:  # synonyms share a name: a client's dict would fold them
+            res = raw.request(32, 4, DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=4, resource_name="1", configuration_keys=["num.partitions"])], include_synonyms=True))
+        (entry,) = res.results[0].configs  # type: ignore[attr-defined]
+        assert [(x.value, x.source) for x in entry.synonyms] == [
+            ("4", ConfigSource.STATIC_BROKER_CONFIG.value), ("1", ConfigSource.DEFAULT_CONFIG.value)]
         assert got["log.retention.ms"].value == "7200000"
         assert got["message.max.bytes"].value == "3000000"
         assert got["offsets.topic.num.partitions"].value == "2"

@@ -11,6 +11,7 @@ mechanically: drop a leading `quire.`, upper-case, dots to underscores, prefix Q
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ from gateway.topics.configs import TOPIC_CONFIGS, ConfigSource, ConfigType
 from store.bookie.bookie import BookieConfig
 from store.managed.cache import DEFAULT_CACHE_BYTES
 
+log = logging.getLogger(__name__)
 GATEWAY, BOOKIE, STANDALONE = "gateway", "bookie", "standalone"
 G = frozenset({GATEWAY, STANDALONE})
 B = frozenset({BOOKIE, STANDALONE})
@@ -276,7 +278,8 @@ def add_arguments(parser: argparse.ArgumentParser, role: str) -> None:
 def resolve(role: str, args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None,
             file: str | os.PathLike[str] | None = None) -> Resolved:
     """Every setting of `role` with its value and where it came from. SettingsError on an unknown
-    key in the file, an unreadable file, or a value of the wrong type."""
+    key in the file, an unreadable file, or a value of the wrong type; keys of other roles are
+    ignored (with a warning)."""
     env = os.environ if env is None else env
     settings = for_role(role)
     mine = {s.key for s in settings}
@@ -290,8 +293,10 @@ def resolve(role: str, args: argparse.Namespace | None = None, env: Mapping[str,
             s = _BY_ANY_KEY.get(key)
             if s is None:
                 raise SettingsError(f"{file}: unknown setting {key!r} (see the README's settings table)")
-            if s.key not in mine:
-                raise SettingsError(f"{file}: setting {key!r} does not apply to quire {role}")
+            if s.key not in mine:  # one file may serve every role of a host
+                log.warning("%s: %s does not apply to quire %s: ignored", file, key, role,
+                            extra={"fields": {"event": "setting_ignored", "key": key, "role": role}})
+                continue
             from_file[s.key] = (s, raw)
     out = Resolved()
     for s in settings:

@@ -28,8 +28,9 @@ from store.bookie.errors import (
     NoLedgerError,
     Status,
 )
+from store.bookie.flush import Entry
 from store.bookie.protocol import LEDGER, WRITE_LAC_REQ
-from store.bookie.storage import Entry, LedgerStorage, StorageConfig
+from store.bookie.storage import LedgerStorage, StorageConfig
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,7 @@ class Bookie:
         mark = self.storage.open()
         self.replayed, last_id = await asyncio.to_thread(jr.replay, self.journal_dir, mark, self._apply)
         self.journal.open(after_file_id=last_id)
-        self.storage.mark_fn = lambda: self.journal.durable_mark
-        self.storage.after_checkpoint = self.journal.delete_before  # runs on the storage thread
+        self.storage.follow_journal(lambda: self.journal.durable_mark, self.journal.delete_before)
         await self.storage.checkpoint()
         self.storage.start_background()
         log.info("bookie storage open: %d journal records replayed, %d ledgers", self.replayed, len(self.storage.ledgers))
@@ -90,7 +90,7 @@ class Bookie:
             self.storage.delete(LEDGER.unpack_from(payload)[0])
         elif rtype == jr.REC_LAC:
             lid, lac = WRITE_LAC_REQ.unpack_from(payload)
-            if lid not in self.storage.tombstones:
+            if lid not in self.storage.ledgers.tombstones:
                 self.storage.raise_lac(lid, lac)
         else:
             log.warning("unknown journal record type %d skipped", rtype)
@@ -116,7 +116,7 @@ class Bookie:
             raise BadRequestError(f"entry of ledger {lid} sent as an add to ledger {ledger_id}")
         if eid < 0:
             raise BadRequestError(f"negative entry id {eid}")
-        if lid in self.storage.tombstones:
+        if lid in self.storage.ledgers.tombstones:
             if recovery:
                 raise NoLedgerError(f"ledger {lid} was deleted")
             raise FencedError(f"ledger {lid} was deleted")
@@ -147,7 +147,7 @@ class Bookie:
 
     async def fence(self, ledger_id: int) -> tuple[int, int]:
         """Fence durably; returns (lac, last_entry_id)."""
-        if ledger_id in self.storage.tombstones:
+        if ledger_id in self.storage.ledgers.tombstones:
             raise NoLedgerError(f"ledger {ledger_id} was deleted")
         info, first = self.storage.fence(ledger_id)
         if first:
@@ -181,7 +181,7 @@ class Bookie:
         knows are acked at the ack quorum, so it is safe as a lower bound everywhere."""
         if lac < -1:
             raise BadRequestError(f"bad LAC {lac}")
-        if ledger_id in self.storage.tombstones:
+        if ledger_id in self.storage.ledgers.tombstones:
             raise NoLedgerError(f"ledger {ledger_id} was deleted")
         info = self.storage.ledgers.get(ledger_id)
         if info is not None and info.fenced:

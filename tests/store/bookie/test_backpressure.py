@@ -30,13 +30,13 @@ def _config() -> BookieConfig:
 def _gate_flushes(b: Bookie, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Hold every flush on the maintenance thread until the returned event is set."""
     gate = threading.Event()
-    real: Callable[..., Any] = b.storage._flush_sync
+    real: Callable[..., Any] = b.storage.checkpointer._flush_sync
 
     def held(*args: Any) -> Any:
         assert gate.wait(60)
         return real(*args)
 
-    monkeypatch.setattr(b.storage, "_flush_sync", held)
+    monkeypatch.setattr(b.storage.checkpointer, "_flush_sync", held)
     return gate
 
 
@@ -58,7 +58,7 @@ async def test_full_write_cache_refuses_adds_until_a_flush_makes_room(
     b = Bookie(tmp_path / "d", config=_config())
     await b.start()
     gate = _gate_flushes(b, monkeypatch)
-    flushes = b.storage.flushes  # start-up checkpoints
+    flushes = b.storage.checkpointer.flushes  # start-up checkpoints
     acks: list[BaseException | None] = []
     n = 0
     while b.add_cb(1, _entry(1, n), False, acks.append):
@@ -66,7 +66,7 @@ async def test_full_write_cache_refuses_adds_until_a_flush_makes_room(
         assert n < 1000, "the write cache never filled"
     # Bounded: the cache stops within one entry of its size, while the flush is stuck.
     assert CAP <= b.storage.cached_bytes < CAP + 1100
-    assert not b.storage.has_room() and b.storage.flushes == flushes
+    assert not b.storage.has_room() and b.storage.checkpointer.flushes == flushes
     room: list[int] = []
     b.storage.on_room(lambda: room.append(1))
     slow_add = asyncio.create_task(b.add(1, _entry(1, n)))  # the awaitable path waits too
@@ -79,7 +79,7 @@ async def test_full_write_cache_refuses_adds_until_a_flush_makes_room(
     gate.set()
     await _until(lambda: bool(room), "room after the flush")
     await asyncio.wait_for(slow_add, 10)
-    assert b.storage.flushes > flushes
+    assert b.storage.checkpointer.flushes > flushes
     got = await b.read_range(1, 0, n, 1 << 30)
     assert got == [_entry(1, i) for i in range(n + 1)]
     await b.close()
@@ -120,7 +120,7 @@ async def test_server_stops_reading_instead_of_queueing_tasks(
     gate.set()
     await asyncio.wait_for(asyncio.gather(*futs), 30)
     assert not conn._blocked and not conn._reading_paused
-    assert storage.flushes >= 4
+    assert storage.checkpointer.flushes >= 4
     got = []
     while len(got) < total:
         got += await c.read_range(2, len(got), total - 1, 1 << 20)
@@ -155,7 +155,7 @@ async def test_large_and_small_frames_split_at_every_kind_of_boundary(tmp_path: 
     c = BookieClient(s.address)
     assert [await c.read(3, i) for i in range(len(entries))] == entries
     await b.storage.checkpoint()
-    b.storage._read_cache.clear()
+    b.storage.read_cache.clear()
     assert await c.read_range(3, 0, len(entries) - 1, 1 << 30) == entries  # and from the entry log
     await c.close()
     await s.close()

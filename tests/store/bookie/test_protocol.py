@@ -110,7 +110,7 @@ async def test_long_poll_on_unknown_ledger_parks_until_it_appears(
 ) -> None:
     # A reader may poll before the writer's first add reaches this bookie: no NO_LEDGER.
     assert await client.wait_lac(404, -1, 0.05) == -1  # times out like any poll
-    assert server.bookie.storage._unknown_waiters == {}  # the timed-out poll left nothing behind
+    assert server.bookie.storage.lac_polls.waiting == {}  # the timed-out poll left nothing behind
     waiter = asyncio.create_task(client.wait_lac(404, -1, 30))
     await asyncio.sleep(0.05)
     assert not waiter.done()
@@ -132,7 +132,7 @@ async def test_long_poll_on_unknown_ledger_parks_until_it_appears(
         await asyncio.wait_for(parked, 10)
     with pytest.raises(NoLedgerError):
         await client.wait_lac(406, -1, 1)
-    assert server.bookie.storage._unknown_waiters == {}
+    assert server.bookie.storage.lac_polls.waiting == {}
 
 
 async def _raw(server: BookieServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -286,4 +286,4 @@ async def test_long_poll_timeouts_do_not_pile_up(client: BookieClient, server: B
     await client.add(6, pack_entry(6, 0, -1, b"0"))
     for _ in range(5):
         assert await client.wait_lac(6, 5, 0.01) == 5
-    assert server.bookie.storage.ledgers[6].waiters == []
+    assert server.bookie.storage.lac_polls.waiting.get(6, []) == []

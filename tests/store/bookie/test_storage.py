@@ -107,7 +107,7 @@ async def test_read_range_respects_max_bytes(tmp_path: Path) -> None:
             await b.read_range(1, 20, 25, 1 << 20)
         if not flushed:
             await b.storage.checkpoint()
-            b.storage._read_cache.clear()
+            b.storage.read_cache.clear()
     await b.close()
 
 
@@ -147,7 +147,7 @@ async def test_compaction_frees_space_and_keeps_live_entries(tmp_path: Path) -> 
     # The moved locations are durable.
     b = Bookie(tmp_path / "d", config=_config(entry_log_size=64 << 10))
     await b.start()
-    b.storage._read_cache.clear()
+    b.storage.read_cache.clear()
     _check(await b.read_range(3, 0, 59, 1 << 30), 3, 0, n=2000)
     with pytest.raises(NoLedgerError):
         await b.read(1, 0)
@@ -158,7 +158,7 @@ async def test_write_cache_full_triggers_flush_and_reads_continue(tmp_path: Path
     b = Bookie(tmp_path / "d", config=_config(write_cache_bytes=20_000))
     await b.start()
     await _fill(b, 9, 200)
-    assert b.storage.checkpoints >= 3
+    assert b.storage.checkpointer.checkpoints >= 3
     _check(await b.read_range(9, 0, 199, 1 << 30), 9, 0)
     await b.close()
 
@@ -197,9 +197,9 @@ async def test_flushed_but_not_checkpointed_entries_survive_a_crash(tmp_path: Pa
     b = Bookie(tmp_path / "d", config=BookieConfig(storage=StorageConfig(flush_interval=3600)))
     await b.start()
     await _fill(b, 1, 40)
-    checkpoints = b.storage.checkpoints
+    checkpoints = b.storage.checkpointer.checkpoints
     await b.storage.flush()
-    assert b.storage.checkpoints == checkpoints  # no mark moved, no journal file deleted
+    assert b.storage.checkpointer.checkpoints == checkpoints  # no mark moved, no journal file deleted
     assert b.storage.cached_bytes == 0 and (tmp_path / "d" / "ledgers" / "1.idx").stat().st_size == 40 * 16
     await _fill(b, 2, 10)
     await b.journal.close()  # crash: no checkpoint
@@ -209,11 +209,11 @@ async def test_flushed_but_not_checkpointed_entries_survive_a_crash(tmp_path: Pa
     b = Bookie(tmp_path / "d", config=BookieConfig(storage=StorageConfig(flush_interval=3600)))
     await b.start()
     assert b.replayed == 50
-    b.storage._read_cache.clear()
+    b.storage.read_cache.clear()
     _check(await b.read_range(1, 0, 39, 1 << 30), 1, 0)
     _check(await b.read_range(2, 0, 9, 1 << 30), 2, 0)
     assert b.read_lac(1) == (38, 39)
     # The first copies of ledger 1 are dead bytes now; live accounting knows it.
-    live = sum(b.storage._live.values())
+    live = sum(b.storage.compactor.live.values())
     assert live == 50 * (300 + 28 + 4)
     await b.close()

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.context import RequestContext
+from gateway.dispatch import CloseConnection
 from gateway.errors import KafkaApiError
 from gateway.partition.log import AppendResult
 from gateway.partition.lookup import TopicCache
@@ -71,8 +72,6 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
     try:
         req = decode_produce_request(body, version)
     except DecodeError as e:
-        from gateway.dispatch import CloseConnection
-
         raise CloseConnection(f"bad Produce request: {e}") from None
     topics = TopicCache(ctx.services)
     # (topic key, partition index) -> settled response or pending append

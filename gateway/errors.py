@@ -1,6 +1,7 @@
-"""The error a Kafka request fails with, raised by handlers and by the domain code below them
-(partitions, topics, groups): it carries the Kafka error code the response reports. It sits
-below the handlers so that domain code raising it does not depend on the handler registry."""
+"""The gateway's errors that code above the raiser handles: KafkaApiError, the error a Kafka
+request fails with, raised by handlers and by the domain code below them (partitions, topics,
+groups), sits below the handlers so that domain code raising it does not depend on the handler
+table; HandlerImportError ends start-up (the `quire` command prints it as one line)."""
 
 from __future__ import annotations
 
@@ -10,3 +11,8 @@ class KafkaApiError(Exception):
         super().__init__(message or f"Kafka error {error_code}")
         self.error_code = error_code
         self.message = message
+
+
+class HandlerImportError(Exception):
+    """A Kafka API handler module failed to import: the gateway does not start, since running
+    without that module's APIs would look healthy while serving less."""

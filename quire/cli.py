@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gateway.errors import HandlerImportError
 from quire import __version__, settings
 
 
@@ -74,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     except settings.SettingsError as e:
         print(f"quire {args.command}: {e}", file=sys.stderr)
         return 2
+    except HandlerImportError as e:  # a broken install, not a setting: exit 1
+        print(f"quire {args.command}: {e}", file=sys.stderr)
+        return 1
     raise AssertionError(args.command)
 
 

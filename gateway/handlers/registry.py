@@ -1,9 +1,9 @@
 """The Kafka APIs this gateway serves: one line per API, naming its handler and the versions it
 narrows the schema's range to. An API is served when, and only when, it has a line here.
 
-Every handler module is imported here, at start-up. One that fails to import stops the gateway
-with a one-line message naming the module and the cause (HandlerImportError): a gateway that
-silently stopped advertising Produce or Fetch would look healthy while serving nothing.
+Every handler module is imported here, at start-up. One that fails to import raises
+HandlerImportError, naming the module and the cause, and the gateway does not start: a gateway
+that silently stopped advertising Produce or Fetch would look healthy while serving nothing.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gateway.dispatch import supported_apis
+from gateway.errors import HandlerImportError
 from gateway.handlers.spec import Handler, HandlerSpec
 from kafka_wire.api import API_NAMES
-
-
-class HandlerImportError(SystemExit):
-    """A handler module failed to import. A SystemExit, so that it ends start-up with its
-    message alone (no traceback) and no `except Exception` on the way swallows it."""
 
 
 def _failed_import(e: BaseException) -> HandlerImportError:
@@ -31,7 +27,7 @@ def _failed_import(e: BaseException) -> HandlerImportError:
             module = name
         tb = tb.tb_next
     cause = f"{type(e).__name__}: {e}".replace("\n", " ")
-    return HandlerImportError(f"gateway: handler module {module or 'gateway.handlers'} failed to import ({cause})")
+    return HandlerImportError(f"handler module {module or 'gateway.handlers'} failed to import ({cause})")
 
 
 try:

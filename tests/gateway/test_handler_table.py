@@ -40,6 +40,6 @@ def test_broken_handler_module_fails_startup_with_one_line(tmp_path: Path) -> No
                           env=_env(), cwd=ROOT, timeout=60)
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines() == [
-        "gateway: handler module gateway.handlers.describe_log_dirs failed to import "
+        "quire gateway: handler module gateway.handlers.describe_log_dirs failed to import "
         "(ModuleNotFoundError: No module named 'kafka_wire.messages.describe_log_dirs')"
     ]

@@ -25,8 +25,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import _bookies as bk  # noqa: E402
 
-from gateway.partition.log import PartitionLog, batch_offsets  # noqa: E402
+from gateway.partition.log import PartitionLog  # noqa: E402
 from gateway.topics.registry import TopicInfo  # noqa: E402
+from kafka_log.view import batch_offsets  # noqa: E402
 from kafka_wire.records import Compression, NewRecord, build_batch  # noqa: E402
 from store.ledger.client import LedgerClient  # noqa: E402
 from store.managed.cache import EntryCache  # noqa: E402

@@ -19,7 +19,6 @@ from coordinator.group.hashing import shard_for
 from coordinator.group.shard_log import ShardLogError
 from gateway.errors import KafkaApiError
 from kafka_wire.errors import ErrorCode
-from kafka_wire.records import last_complete_batch_end
 from store.managed.position import Position
 
 if TYPE_CHECKING:
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REPLAY_READ_BYTES = 8 << 20
 CURSOR_INTERVAL_S = 2.0  # committed offsets reach the partitions' cursors within about this
 # Offsets-topic records must never age out: there is no compaction yet, so keep everything.
 OFFSETS_TOPIC_CONFIGS: dict[str, str | None] = {"retention.ms": "-1", "retention.bytes": "-1"}
@@ -65,25 +63,8 @@ class PartitionShardLog:
             raise ShardLogError(f"offsets-topic append failed: {e}", lost=lost) from e
         return res.base_offset
 
-    async def replay(self) -> AsyncIterator[bytes]:
-        offset, end = self.plog.log_start_offset, self.plog.high_watermark
-        while offset < end:
-            parts = await self.plog.read(offset, REPLAY_READ_BYTES)
-            data = b"".join(bytes(p) for p in parts)
-            cut = last_complete_batch_end(data)
-            if cut == 0:
-                return
-            data = data[:cut]
-            yield data
-            # Next offset: after the last whole batch (base offset + last offset delta + 1).
-            pos = last = 0
-            while pos < len(data):
-                length = int.from_bytes(data[pos + 8 : pos + 12], "big")
-                last = pos
-                pos += 12 + length
-            base = int.from_bytes(data[last : last + 8], "big", signed=True)
-            delta = int.from_bytes(data[last + 23 : last + 27], "big", signed=True)
-            offset = base + delta + 1
+    def replay(self) -> AsyncIterator[bytes]:
+        return self.plog.replay()
 
 
 def _position_finder(plog: PartitionLog) -> Callable[[int], Awaitable[Position]]:
@@ -93,11 +74,7 @@ def _position_finder(plog: PartitionLog) -> Callable[[int], Awaitable[Position]]
         ml = plog.ml
         if offset >= plog.high_watermark:
             return ml.next_position(ml.last_confirmed)
-        offset = max(offset, plog.log_start_offset)
-        # G2's PartitionLog has it as a private helper (asked to make it public).
-        finder = plog.position_of
-        pos: Position = await finder(offset)
-        return pos
+        return await plog.position_of(max(offset, plog.log_start_offset))
 
     return find
 

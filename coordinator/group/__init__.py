@@ -4,12 +4,11 @@
 from coordinator.group.config import GroupConfig
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.hashing import java_string_hashcode, shard_for
-from coordinator.group.shard_log import MemoryShardLog, ShardLog
+from coordinator.group.shard_log import ShardLog
 
 __all__ = [
     "GroupConfig",
     "GroupCoordinator",
-    "MemoryShardLog",
     "ShardLog",
     "java_string_hashcode",
     "shard_for",

@@ -17,16 +17,13 @@ from coordinator.group.records import (
     OffsetKey,
     Record,
     build_records_batch,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
     encode_group_key,
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
-    iter_log_records,
 )
 from coordinator.group.shard_log import ShardLog, ShardLogError
+from coordinator.group.stored import GroupLogReplay
 from kafka_wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -50,28 +47,14 @@ class ShardState:
 
     async def load(self) -> None:
         """Replay the shard's log from its start and become active."""
-        values: dict[str, GroupValue | None] = {}
-        offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        replay = GroupLogReplay(self.shard)
         async for chunk in self.log.replay():
-            for key, value in iter_log_records(chunk):
-                k = decode_key(key)
-                if isinstance(k, OffsetKey):
-                    per = offsets.setdefault(k.group, {})
-                    if value is None:
-                        per.pop((k.topic, k.partition), None)
-                    else:
-                        per[(k.topic, k.partition)] = decode_offset_value(value)
-                elif isinstance(k, GroupKey):
-                    values[k.group] = None if value is None else decode_group_value(value)
-        for gid in set(values) | set(offsets):
-            gv = values.get(gid)
-            offs = offsets.get(gid, {})
-            if gv is None and not offs:
-                continue
+            replay.apply(chunk)
+        for gid, stored in replay.groups().items():
             group = Group(gid)
-            group.offsets = offs
-            if gv is not None:
-                self._restore(group, gv)
+            group.offsets = stored.offsets
+            if stored.metadata is not None:
+                self._restore(group, stored.metadata)
             self.groups[gid] = group
         self.active = True
         log.info("group shard %d loaded: %d groups", self.shard, len(self.groups))

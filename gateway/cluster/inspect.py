@@ -8,38 +8,26 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from coordinator.group.config import OFFSETS_TOPIC
 from coordinator.group.cursors import CURSOR_PREFIX, GROUP_OFFSETS, read_group_offsets
 from coordinator.group.hashing import shard_for
-from coordinator.group.records import (
-    GroupKey,
-    GroupValue,
-    OffsetKey,
-    OffsetValue,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
-    iter_log_records,
-)
+from coordinator.group.stored import GroupLogReplay, StoredGroup, TopicPartition
 from gateway import paths
 from gateway.cluster.membership import GatewayNode
 from gateway.partition.epochs import EpochHistory
-from gateway.partition.index import P_FIRST, P_NEXT
-from gateway.partition.log import L_EPOCH, L_EPOCHS, L_NEXT, L_START, batch_offsets
 from gateway.topics.registry import TopicInfo
+from kafka_log.index import P_FIRST, P_NEXT
+from kafka_log.keys import L_EPOCH, L_EPOCHS, L_START
+from kafka_log.view import batch_offsets, scan, stored_end_offset
+from kafka_log.view import log_end_offset as end_offset_of
 from kafka_wire.api import decode_versioned, schema_class
 from store import layout
-from store.bookie.client import BookiePool
 from store.ledger.client import LedgerClient
-from store.ledger.env import LedgerEnv
-from store.ledger.errors import LedgerError, NoSuchLedgerError
-from store.ledger.fetch import bookie_lac, read_entries, read_one
+from store.ledger.errors import LedgerError
 from store.ledger.metadata import LedgerMetadata
-from store.ledger.placement import default_placement
 from store.managed.errors import NoSuchLogError
 from store.managed.metadata import LogMetadata
 from store.managed.names import cursors_path, encode_name, log_path
@@ -171,14 +159,14 @@ async def describe_partition(
         return doc
     md = LogMetadata.from_bytes(raw)
     ledgers = list(await asyncio.gather(*(_ledger_doc(meta, li, client) for li in md.ledgers)))
-    ends = [lg["next_offset"] for lg in ledgers if lg["next_offset"] is not None]
+    ends = [lg["next_offset"] for lg in ledgers if lg["next_offset"] is not None]  # live ones too
     history = EpochHistory.from_text(md.props.get(L_EPOCHS))
     doc.update(
         leader_epoch=int(md.props[L_EPOCH]) if L_EPOCH in md.props else None,
         epochs=[[e, o] for e, o in history.entries],
         log_start_offset=int(md.props.get(L_START, "0")),
         # What the metadata knows; an owner's open ledger may hold more (not yet checkpointed).
-        next_offset=max([int(md.props.get(L_NEXT, "0")), *ends]),
+        next_offset=max([stored_end_offset(md), *ends]),
         size=sum(lg["size"] for lg in ledgers),
         ledgers=ledgers,
     )
@@ -251,165 +239,58 @@ async def list_bookies(meta: MetaStore) -> list[Doc]:
 
 # ---- consumer groups ---------------------------------------------------------------------
 
-MAX_UNCONFIRMED = 1000  # entries probed past an open ledger's LAC (a writer's in-flight window)
-TopicPartition = tuple[str, int]
-
-
 class LogPeek:
-    """Non-fencing reads for snapshots: a whole segmented log, or a ledger's last entry.
-
-    Bookies learn an entry's LAC only from the writer's next add, so the last entry of an idle
-    owner is never "confirmed" to other readers. Like BookKeeper's readUnconfirmed, we also read
-    the open tail past the bookies' LAC: an entry any bookie holds is one that ledger recovery
-    would keep, so it is part of the log unless that bookie is lost first."""
+    """Non-fencing reads of whole segmented logs for snapshots, through one ledger client.
+    Like BookKeeper's readUnconfirmed, they also read an open tail past the bookies' LAC (see
+    ManagedLogReader.read_unconfirmed)."""
 
     def __init__(self, meta: MetaStore, on_entries: Callable[[int], None] | None = None) -> None:
         self.meta = meta
         self.on_entries = on_entries  # progress: called with each count of log entries read
-        self._pool = BookiePool()
-        self.client = LedgerClient(meta, bookies=self._pool)
-        self._env = LedgerEnv(
-            meta=meta,
-            bookies=self._pool,
-            placement=default_placement(),
-            add_timeout=2.0,
-            read_timeout=5.0,
-            speculative_read_timeout=0.2,
-        )
+        self.client = LedgerClient(meta)
 
     async def close(self) -> None:
-        await self._pool.close_all()
+        await self.client.close()
 
-    async def _range(self, md: LedgerMetadata, first: int, last: int) -> list[bytes]:
-        if last < first:
-            return []
-        return [bytes(p) for _, p in await read_entries(self._env, md, first, last)]
-
-    async def _unconfirmed(self, md: LedgerMetadata, first: int) -> list[bytes]:
-        """Entries from `first` on that some bookie holds, up to the first one none has."""
-        out: list[bytes] = []
-        for eid in range(first, first + MAX_UNCONFIRMED):
-            try:
-                _, payload = await read_one(self._env, md, md.ensemble_for(eid), eid)
-            except LedgerError:
-                break
-            out.append(bytes(payload))
-        return out
-
-    async def entries_after(self, ledger_id: int, after: int) -> list[bytes]:
-        """A ledger's entries after entry `after`: to its last one if closed, else past the LAC."""
-        try:
-            md = await self._env.read_metadata(ledger_id)
-        except NoSuchLedgerError:
-            return []
-        if md.is_closed:
-            return await self._range(md, after + 1, md.last_entry_id)
-        lac = await bookie_lac(self._env, md)
-        out = await self._range(md, after + 1, lac)
-        return out + await self._unconfirmed(md, max(after, lac) + 1)
-
-    async def last_entry(self, ledger_id: int) -> bytes | None:
-        """A ledger's last entry (past the LAC if open); None if it is empty or gone."""
-        try:
-            md = await self._env.read_metadata(ledger_id)
-        except NoSuchLedgerError:
-            return None
-        last = md.last_entry_id if md.is_closed else await bookie_lac(self._env, md)
-        if not md.is_closed:
-            beyond = await self._unconfirmed(md, last + 1)
-            if beyond:
-                return beyond[-1]
-        got = await self._range(md, last, last) if last >= 0 else []
-        return got[-1] if got else None
-
-    async def read_log(self, name: str) -> list[bytes]:
-        """Every entry of a segmented log in order (none if there is no such log)."""
+    async def batches(self, name: str) -> AsyncIterator[bytes]:
+        """Every stored batch of a segmented log in order, as runs of whole batches (none if
+        there is no such log)."""
         try:
             reader = await ManagedLogReader.open(self.meta, self.client, name)
         except NoSuchLogError:
-            return []
-        out: list[bytes] = []
-        last: Position | None = None
+            return
         try:
-            pos = reader.start
-            while True:
-                got = await reader.read(pos, max_entries=1000)
-                if not got:
-                    break
-                out.extend(e.data for e in got)
+            last: Position | None = None
+            async for entries in scan(reader, reader.start):
+                yield b"".join(e.data for e in entries)
+                last = entries[-1].position
                 if self.on_entries is not None:
-                    self.on_entries(len(got))
-                last = got[-1].position
-                pos = Position(last.ledger_id, last.entry_id + 1)
-            ledgers = reader.ledgers
-            if ledgers and not ledgers[-1].closed:
-                tail = ledgers[-1].ledger_id
-                after = last.entry_id if last is not None and last.ledger_id == tail else -1
-                more = await self.entries_after(tail, after)
-                out.extend(more)
-                if self.on_entries is not None:
-                    self.on_entries(len(more))
+                    self.on_entries(len(entries))
+            tail = await reader.read_unconfirmed(last)
+            if tail:
+                yield b"".join(e.data for e in tail)
+            if self.on_entries is not None:
+                self.on_entries(len(tail))
         finally:
             await reader.close()
-        return out
+
+    async def log_end_offset(self, name: str) -> int | None:
+        """The offset after a log's last stored batch (None if its bookies cannot say)."""
+        try:
+            reader = await ManagedLogReader.open(self.meta, self.client, name)
+        except NoSuchLogError:
+            return 0
+        try:
+            return await end_offset_of(reader.metadata, reader.last_entry)
+        except LedgerError:
+            return None
+        finally:
+            await reader.close()
 
 
 async def log_end_offset(meta: MetaStore, peek: LogPeek, topic_id: uuid.UUID, partition: int) -> int | None:
-    """The offset after a partition's last stored batch (None if its bookies cannot say).
-    Indexed ledgers give it from metadata; later ones (the open tail, a not yet indexed
-    recovered one) by reading their last entry."""
-    raw = await _get(meta, log_path(paths.partition_log_name(topic_id, partition)))
-    if raw is None:
-        return 0
-    md = LogMetadata.from_bytes(raw)
-    indexed = [int(li.props[P_NEXT]) for li in md.ledgers if P_NEXT in li.props]
-    known = max([int(md.props.get(L_NEXT, "0")), *indexed])
-    try:
-        for li in reversed(md.ledgers):
-            if P_NEXT in li.props:
-                break
-            data = await peek.last_entry(li.ledger_id)
-            if data is not None:
-                return max(known, batch_offsets(data)[1] + 1)
-    except LedgerError:
-        return None
-    return known
-
-
-@dataclass
-class StoredGroup:
-    """What a group's `__consumer_offsets` records say, replayed in order."""
-
-    group: str
-    shard: int
-    metadata: GroupValue | None = None  # the latest GroupMetadata record (None: none, or deleted)
-    offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
-
-    @property
-    def state(self) -> str:
-        """As of the latest stored metadata: a coordinator loading the shard restores members as
-        Stable; rebalances in progress are not stored."""
-        return "Stable" if self.metadata is not None and self.metadata.members else "Empty"
-
-
-def replay_shard(shard: int, entries: list[bytes], into: dict[str, StoredGroup]) -> None:
-    """Apply one `__consumer_offsets` partition's records (tombstones included) to `into`."""
-    for key, value in iter_log_records(b"".join(entries)):
-        try:
-            k = decode_key(key)
-            if isinstance(k, OffsetKey):
-                g = into.setdefault(k.group, StoredGroup(k.group, shard))
-                if value is None:
-                    g.offsets.pop((k.topic, k.partition), None)
-                else:
-                    g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
-            elif isinstance(k, GroupKey):
-                g = into.setdefault(k.group, StoredGroup(k.group, shard))
-                g.metadata = None if value is None else decode_group_value(value)
-        except ValueError:
-            continue  # a record we cannot read says nothing about the groups we can
-    for gid in [gid for gid, g in into.items() if g.metadata is None and not g.offsets]:
-        del into[gid]  # deleted groups
+    """The offset after a partition's last stored batch (None if its bookies cannot say)."""
+    return await peek.log_end_offset(paths.partition_log_name(topic_id, partition))
 
 
 async def stored_groups(meta: MetaStore, peek: LogPeek) -> tuple[TopicInfo | None, dict[str, StoredGroup]]:
@@ -418,11 +299,16 @@ async def stored_groups(meta: MetaStore, peek: LogPeek) -> tuple[TopicInfo | Non
     if data is None:
         return None, {}
     topic = TopicInfo.from_bytes(OFFSETS_TOPIC, data)
-    names = [paths.partition_log_name(topic.topic_id, s) for s in range(topic.partitions)]
-    logs = await asyncio.gather(*(peek.read_log(n) for n in names))
+
+    async def shard(s: int) -> dict[str, StoredGroup]:
+        replay = GroupLogReplay(s, skip_unreadable=True)
+        async for chunk in peek.batches(paths.partition_log_name(topic.topic_id, s)):
+            replay.apply(chunk)
+        return replay.groups()
+
     out: dict[str, StoredGroup] = {}
-    for shard, entries in enumerate(logs):
-        replay_shard(shard, entries, out)
+    for groups in await asyncio.gather(*(shard(s) for s in range(topic.partitions))):
+        out.update(groups)
     return topic, out
 
 

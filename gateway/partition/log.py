@@ -6,7 +6,7 @@ await between the offset assignment and ManagedLog.append), so the event loop is
 lock. The high watermark moves when the ack quorum confirms an entry, in order.
 
 State kept in the log's metadata (one node, compare-and-set by the owner):
-- ledger properties: each finished ledger's offset/timestamp index (gateway/partition/index.py);
+- ledger properties: each finished ledger's offset/timestamp index (kafka_log/index.py);
 - log properties: leader epoch and its history, the DeleteRecords log start offset, a
   producer-state snapshot and a next-offset checkpoint.
 Opening (an owner change) rebuilds what the previous owner did not persist by reading only the
@@ -19,23 +19,22 @@ import asyncio
 import contextlib
 import functools
 import logging
-import struct
 import time
-from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.errors import KafkaApiError
 from gateway.partition.config import fallback_replication, log_config_for
 from gateway.partition.epochs import EpochHistory
-from gateway.partition.index import NO_TIMESTAMP, LedgerIndex, OffsetIndex
-from gateway.partition.keys import L_EPOCH, L_EPOCHS, L_NEXT, L_PRODUCERS, L_START
 from gateway.partition.producers import BatchMeta, ProducerStateError, ProducerStates
 from gateway.partition.recovery import rebuild
 from gateway.paths import partition_log_name
+from kafka_log.index import NO_TIMESTAMP, LedgerIndex
+from kafka_log.keys import L_EPOCH, L_EPOCHS, L_NEXT, L_PRODUCERS, L_START
+from kafka_log.view import KafkaLogView, batch_offsets
 from kafka_wire.errors import ErrorCode
-from kafka_wire.records import InvalidBatch, RecordBatch, TimestampType, validate_produce_records
+from kafka_wire.records import InvalidBatch, TimestampType, validate_produce_records
 from store.managed.cache import EntryCache
 from store.managed.errors import ManagedLogError
 from store.managed.log import ManagedLog
@@ -51,20 +50,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-_q = struct.Struct(">q").unpack_from
-_i = struct.Struct(">i").unpack_from
 READ_ENTRIES = 1000
-SCAN_BYTES = 8 << 20
-__all__ = ["L_EPOCH", "L_EPOCHS", "L_NEXT", "L_PRODUCERS", "L_START", "AppendResult", "PartitionLog"]
-_POS_CACHE = 64
+__all__ = ["AppendResult", "PartitionLog"]
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms
 Buffer = bytes | memoryview
-
-
-def batch_offsets(data: bytes | memoryview) -> tuple[int, int]:
-    """(base offset, last offset) of a stored batch."""
-    base = _q(data, 0)[0]
-    return base, base + _i(data, 23)[0]
 
 
 def _not_leader(msg: str) -> KafkaApiError:
@@ -100,12 +89,11 @@ class PartitionLog:
         self.leader_epoch = 0
         self.epochs = EpochHistory()
         self.producers = ProducerStates()
-        self._index = OffsetIndex()
+        self.view = KafkaLogView(ml)  # offsets <-> positions
         self._next = 0  # next offset to assign
         self._hw = 0  # offset after the last confirmed entry
         self._log_start = 0  # DeleteRecords low watermark (the index may start earlier)
         self._pending: dict[int, asyncio.Future[AppendResult]] = {}  # base offset -> append
-        self._positions: OrderedDict[int, Position] = OrderedDict()  # next offset -> position
         self._waiters: set[asyncio.Future[None]] = set()
         self._lost_listeners: list[Callable[[], None]] = []
         self._persist_lock = asyncio.Lock()
@@ -160,7 +148,7 @@ class PartitionLog:
         ml = self.ml
         props = ml.properties
         state = await rebuild(ml, f"{self.topic.name}-{self.partition}")
-        self._index, self.producers = state.index, state.producers
+        self.view.index, self.producers = state.index, state.producers
         nxt = state.next_offset
         self._next = self._hw = nxt
         self._log_start = int(props.get(L_START, "0"))
@@ -191,8 +179,8 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        self._index.drop_before(self.ml.start.ledger_id)
-        first = self._index.ledgers[0].first_offset if self._index.ledgers else self._hw
+        self.view.index.drop_before(self.ml.start.ledger_id)
+        first = self.view.index.ledgers[0].first_offset if self.view.index.ledgers else self._hw
         return min(max(self._log_start, first), self._hw)
 
     @property
@@ -332,7 +320,7 @@ class PartitionLog:
                 out.set_exception(_not_leader(f"append failed: {f.exception() if not f.cancelled() else 'cancelled'}"))
             return
         pos = f.result()
-        finished = self._index.add(pos.ledger_id, pos.entry_id, base, nxt, max_ts)
+        finished = self.view.index.add(pos.ledger_id, pos.entry_id, base, nxt, max_ts)
         self._hw = nxt
         if finished is not None:
             self._spawn(self._persist(finished))
@@ -353,7 +341,7 @@ class PartitionLog:
     async def _after_roll(self) -> None:
         with contextlib.suppress(Exception):
             await self.ml.flush()
-        last = self._index.last
+        last = self.view.index.last
         if last is not None and last.dense and last.ledger_id != self.ml.current_ledger_id and not self._lost:
             last.compact()
             await self._persist(last)
@@ -396,21 +384,6 @@ class PartitionLog:
                 f"offset {offset} is outside [{self.log_start_offset}, {self._hw}]",
             )
 
-    def _start_position(self, offset: int) -> Position:
-        pos = self._positions.get(offset)
-        if pos is not None:
-            return pos
-        found = self._index.find(offset)
-        if found is None:
-            return self.ml.start
-        return Position(found[0], found[1])
-
-    def _remember(self, offset: int, pos: Position) -> None:
-        self._positions[offset] = pos
-        self._positions.move_to_end(offset)
-        while len(self._positions) > _POS_CACHE:
-            self._positions.popitem(last=False)
-
     async def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> list[Buffer]:
         """Stored batches from the one holding `offset`, as Kafka's log read: whole batches
         while they fit in max_bytes (with `min_one`, the first even if it alone is larger),
@@ -421,7 +394,7 @@ class PartitionLog:
         if offset >= self._hw or (max_bytes <= 0 and not min_one):
             return out
         total = 0
-        pos = self._start_position(offset)
+        pos = self.view.seek(offset)
         last_pos: Position | None = None
         next_off = offset
         done = False
@@ -451,21 +424,14 @@ class PartitionLog:
                     break
             pos = self.ml.next_position(entries[-1].position)
         if last_pos is not None and next_off < self._hw:
-            self._remember(next_off, self.ml.next_position(last_pos))
+            self.view.remember(next_off, self.ml.next_position(last_pos))
         return out
 
-    async def _batch_at(self, ledger_id: int, entry_id: int, pred: Callable[[RecordBatch], bool]) -> RecordBatch | None:
-        """The first batch from (ledger, entry) on satisfying pred (a bounded forward scan)."""
-        pos = Position(ledger_id, entry_id)
-        while True:
-            entries = await self.ml.read(pos, READ_ENTRIES, SCAN_BYTES)
-            if not entries:
-                return None
-            for e in entries:
-                b = RecordBatch(e.data)
-                if pred(b):
-                    return b
-            pos = self.ml.next_position(entries[-1].position)
+    def replay(self) -> AsyncIterator[bytes]:
+        """Every stored batch from the log start to the HW as of the call, as runs of whole
+        batches: for logs replayed into memory (a group coordinator's shard)."""
+        self._check_serving()
+        return self.view.replay(self.log_start_offset, self.ml.last_confirmed)
 
     async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after `ts`, as Kafka's
@@ -473,10 +439,10 @@ class PartitionLog:
         self._check_serving()
         self.log_start_offset  # noqa: B018 - drops deleted ledgers from the index
         start = self._log_start
-        found = self._index.find_timestamp(ts)
+        found = self.view.index.find_timestamp(ts)
         if found is None:
             return None
-        b = await self._batch_at(found[0], found[1], lambda b: b.max_timestamp >= ts and b.last_offset >= start)
+        b = await self.view.find_batch(Position(*found), lambda b: b.max_timestamp >= ts and b.last_offset >= start)
         if b is None:
             return None
         if b.timestamp_type == TimestampType.LOG_APPEND_TIME:
@@ -492,13 +458,13 @@ class PartitionLog:
         """(max timestamp, offset of the first record holding it), (-1, -1) when empty."""
         self._check_serving()
         self.log_start_offset  # noqa: B018
-        ts, base = self._index.max_timestamp()
+        ts, base = self.view.index.max_timestamp()
         if ts == NO_TIMESTAMP or base < 0:
             return -1, -1
-        found = self._index.find(base)
+        found = self.view.index.find(base)
         if found is None:
             return -1, -1
-        b = await self._batch_at(found[0], found[1], lambda b: b.base_offset == base)
+        b = await self.view.find_batch(Position(found[0], found[1]), lambda b: b.base_offset == base)
         if b is None or b.timestamp_type == TimestampType.LOG_APPEND_TIME:
             return ts, base
         for r in b.records():
@@ -520,16 +486,9 @@ class PartitionLog:
     # ---- DeleteRecords ---------------------------------------------------------------------
 
     async def position_of(self, offset: int) -> Position:
-        """The position of the entry holding `offset` (< HW)."""
-        pos = self._start_position(offset)
-        while True:
-            entries = await self.ml.read(pos, READ_ENTRIES, SCAN_BYTES)
-            if not entries:
-                return self.ml.next_position(self.ml.last_confirmed)
-            for e in entries:
-                if batch_offsets(e.data)[1] >= offset:
-                    return e.position
-            pos = self.ml.next_position(entries[-1].position)
+        """The position of the entry holding `offset` (< HW); the end of the log if none."""
+        pos = await self.view.position_of(offset)
+        return pos if pos is not None else self.ml.next_position(self.ml.last_confirmed)
 
     async def delete_records(self, offset: int) -> int:
         """Move the log start offset to `offset` (-1: the HW), deleting whole ledgers before
@@ -554,7 +513,7 @@ class PartitionLog:
             await self.ml.truncate_before(pos)
         except ManagedLogError as e:
             raise _not_leader(str(e)) from None
-        self._positions.clear()
+        self.view.forget_positions()
         # as Kafka: producers with nothing left in the log are forgotten
         for pid in [p for p, e in self.producers.producers.items() if e.batches and e.batches[-1].last_offset < offset]:
             del self.producers.producers[pid]
@@ -582,7 +541,7 @@ class PartitionLog:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if not self._lost and not self.ml.fenced:
-            await self._persist(self._index.last)
+            await self._persist(self.view.index.last)
         await self.ml.close()
 
     async def delete(self) -> None:

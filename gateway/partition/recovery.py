@@ -11,17 +11,15 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from gateway.partition.index import LedgerIndex, OffsetIndex
-from gateway.partition.keys import L_NEXT, L_PRODUCERS, L_START
 from gateway.partition.producers import BatchMeta, ProducerStates
+from kafka_log.index import LedgerIndex, OffsetIndex
+from kafka_log.keys import L_NEXT, L_PRODUCERS, L_START
+from kafka_log.view import scan
 from kafka_wire.records import RecordBatch
 from store.managed.log import ManagedLog
 from store.managed.position import Position
 
 log = logging.getLogger(__name__)
-
-READ_ENTRIES = 1000
-SCAN_BYTES = 8 << 20
 
 
 @dataclass
@@ -38,19 +36,19 @@ async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
     producers, snap_upto = ProducerStates.from_snapshot(props.get(L_PRODUCERS))
     index = OffsetIndex()
     rebuilt: list[LedgerIndex] = []
-    scan: Position | None = None  # the first entry no persisted index covers
+    unindexed: Position | None = None  # the first entry no persisted index covers
     for li in ml.ledgers[:-1]:
         if li.entries <= 0:
             continue
-        idx = None if scan is not None else LedgerIndex.from_props(li.ledger_id, li.props)
+        idx = None if unindexed is not None else LedgerIndex.from_props(li.ledger_id, li.props)
         if idx is not None:
             index.append_ledger(idx)
             if idx.count < li.entries:
                 rebuilt.append(idx)
-                scan = Position(li.ledger_id, idx.count)
-        elif scan is None:
-            scan = Position(li.ledger_id, 0)
-    start = scan
+                unindexed = Position(li.ledger_id, idx.count)
+        elif unindexed is None:
+            unindexed = Position(li.ledger_id, 0)
+    start = unindexed
     if index.last is not None and snap_upto < index.last.next_offset:
         found = index.find(max(snap_upto, index.ledgers[0].first_offset))
         if found is not None:
@@ -58,16 +56,12 @@ async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
     if start is not None:
         log.info("partition %s: replaying from %s (producer snapshot up to %d)", what, start, snap_upto)
         now = int(time.time() * 1000)
-        pos = start
-        while True:
-            entries = await ml.read(pos, READ_ENTRIES, SCAN_BYTES)
-            entries = [e for e in entries if e.position.ledger_id != ml.current_ledger_id]
-            if not entries:
-                break
+        # Up to the new current ledger (this owner's, empty): every older one is closed.
+        async for entries in scan(ml, start, end=Position(ml.current_ledger_id, -1)):
             for e in entries:
                 h = RecordBatch(e.data).header()
                 base, nxt = h[0], h[0] + h[6] + 1
-                if scan is not None and e.position >= scan:
+                if unindexed is not None and e.position >= unindexed:
                     cur = index.last
                     if cur is None or cur.ledger_id != e.position.ledger_id:
                         cur = LedgerIndex(e.position.ledger_id, base)
@@ -78,7 +72,6 @@ async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
                     last_seq = (h[11] + h[6]) % (1 << 31)
                     # replayed producers count as active now: expiry restarts after an owner change
                     producers.update(h[9], h[10], BatchMeta(h[11], last_seq, base, nxt - 1, h[8]), now)
-            pos = ml.next_position(entries[-1].position)
     nxt = index.last.next_offset if index.last is not None else 0
     nxt = max(nxt, int(props.get(L_NEXT, "0")), int(props.get(L_START, "0")))
     return Rebuilt(index, producers, nxt, rebuilt)

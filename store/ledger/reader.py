@@ -6,8 +6,8 @@ import asyncio
 
 from store.bookie.errors import BookieError
 from store.ledger.env import LedgerEnv
-from store.ledger.errors import ReadBeyondLacError
-from store.ledger.fetch import bookie_lac, read_entries
+from store.ledger.errors import LedgerError, ReadBeyondLacError
+from store.ledger.fetch import bookie_lac, read_entries, read_one
 from store.ledger.metadata import LedgerMetadata
 
 
@@ -35,6 +35,22 @@ class LedgerReader:
                     f"ledger {self.ledger_id}: entry {last} is past the last add confirmed {self.last_add_confirmed}"
                 )
         return [bytes(p) for _, p in await read_entries(self._env, self.metadata, first, last)]
+
+    async def read_unconfirmed(self, first: int, max_entries: int) -> list[bytes]:
+        """Payloads of entries from `first` on, past the LAC, that some bookie of their write
+        set holds, up to the first that none has (at most max_entries): BookKeeper's
+        readUnconfirmedEntries. Entry by entry, as each may sit on different bookies; the span
+        past the LAC is at most the writer's in-flight window. Nothing past a closed ledger's end."""
+        out: list[bytes] = []
+        md = self.metadata
+        end = md.last_entry_id if self.is_closed else first + max_entries - 1
+        for eid in range(first, min(end, first + max_entries - 1) + 1):
+            try:
+                _, payload = await read_one(self._env, md, md.ensemble_for(eid), eid)
+            except LedgerError:
+                break
+            out.append(bytes(payload))
+        return out
 
     async def _refresh_metadata(self) -> None:
         self.metadata = await self._env.read_metadata(self.ledger_id)

@@ -1,5 +1,6 @@
-"""The read side of an owned segmented log: confirmed entries from the entry cache, or from
-bookies (large ranges, read-ahead) on a miss; tailing readers wait on append notifications."""
+"""The read side of an owned segmented log (the owning mode of store/managed/reader.py):
+confirmed entries from the entry cache, or from bookies on a miss; tailing readers wait on
+append notifications."""
 
 from __future__ import annotations
 
@@ -9,31 +10,19 @@ import time
 
 from store.managed.cache import EntryCache
 from store.managed.errors import ManagedLogError
-from store.managed.metadata import LogMetadata
 from store.managed.position import Entry, Position
-from store.managed.reads import BookieReads
-
-DEFAULT_MAX_READ_BYTES = 1 << 20
+from store.managed.reader import DEFAULT_MAX_READ_BYTES, LogReader
 
 
-class LogReads:
-    """Mixin of ManagedLog (which owns the state declared here)."""
+class LogReads(LogReader):
+    """Base of ManagedLog (which owns the state declared here)."""
 
-    _ids: list[int]
-    _md: LogMetadata
     _cache: EntryCache
     _token: int
-    _reads: BookieReads
     _last_confirmed: Position
     _tail_waiters: list[asyncio.Future[None]]
     _failure: ManagedLogError | None
     _closed: bool
-
-    @property
-    def start(self) -> Position:
-        """The first position not truncated away (the first ledger's start if never truncated)."""
-        first = Position(self._ids[0], 0)
-        return max(first, self._md.start) if self._md.start is not None else first
 
     def _confirmed_in_current(self) -> int:
         lc = self._last_confirmed
@@ -91,52 +80,11 @@ class LogReads:
                 return False
         return True
 
-    def _locate(self, pos: Position) -> tuple[int, int] | None:
-        """(ledger index, entry id) of the first readable position >= pos, or None at the end."""
-        pos = max(pos, self.start)
-        ids = self._ids
-        i = bisect.bisect_left(ids, pos.ledger_id)
-        entry = max(pos.entry_id, 0)
-        if i < len(ids) and ids[i] != pos.ledger_id:
-            entry = 0
-        while i < len(ids):
-            if entry <= self._ledger_last(i):
-                return i, entry
-            if i == len(ids) - 1:
-                return None
-            i, entry = i + 1, 0
-        return None
+    async def _readable_last(self, idx: int, want: int) -> int:
+        return self._ledger_last(idx)
 
-    async def read(
-        self, start: Position, max_entries: int = 1000, max_bytes: int = DEFAULT_MAX_READ_BYTES
-    ) -> list[Entry]:
-        """Confirmed entries from `start` (inclusive; skipping ledger ends and truncated or
-        deleted ledgers), at most max_entries and about max_bytes (at least one entry)."""
-        out: list[Entry] = []
-        total = 0
-        pos = start
-        while len(out) < max_entries and (not out or total < max_bytes):
-            loc = self._locate(pos)
-            if loc is None:
-                break
-            idx, first = loc
-            lid = self._ids[idx]
-            ledger_last = self._ledger_last(idx)
-            want_last = min(ledger_last, first + max_entries - len(out) - 1)
-            budget = max(max_bytes - total, 1)
-            data = self._cache.get_range(self._token, lid, first, want_last, budget)
-            if not data:
-                info = self._md.ledgers[idx]
-                is_cur = idx == len(self._ids) - 1
-                avg = (info.size // info.entries) if info.entries else 1024
-                data = await self._reads.read(lid, first, want_last, ledger_last, budget, avg, is_open=is_cur)
-                if not data:
-                    break
-            for i, d in enumerate(data):
-                out.append(Entry(Position(lid, first + i), d))
-                total += len(d)
-            pos = Position(lid, first + len(data))
-        return out
+    def _cached(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[bytes] | None:
+        return self._cache.get_range(self._token, ledger_id, first, last, max_bytes)
 
     async def read_or_wait(
         self,

@@ -1,21 +1,23 @@
-"""Reading a segmented log without owning it (e.g. a batch job): nothing is fenced. Closed
-ledgers are read in full, the owner's open ledger up to the LAC the bookies know."""
+"""Reading a segmented log without owning it (the non-owning mode of store/managed/reader.py:
+batch jobs, `quire admin`): nothing is fenced. Closed ledgers are read in full, the owner's
+open ledger up to the LAC the bookies know; `read_unconfirmed` also reads past it."""
 
 from __future__ import annotations
 
-import bisect
-
+from store.ledger.errors import NoSuchLedgerError
 from store.managed.errors import NoSuchLogError
 from store.managed.ledgers import LedgerClientLike
-from store.managed.log import DEFAULT_MAX_READ_BYTES
 from store.managed.metadata import LedgerInfo, LogMetadata
 from store.managed.names import log_path
 from store.managed.position import Entry, Position
+from store.managed.reader import LogReader
 from store.managed.reads import BookieReads
 from store.meta.api import MetaStore, NoNodeError
 
+MAX_UNCONFIRMED = 1000  # entries probed past an open ledger's LAC (a writer's in-flight window)
 
-class ManagedLogReader:
+
+class ManagedLogReader(LogReader):
     def __init__(self, meta: MetaStore, client: LedgerClientLike, name: str) -> None:
         self.meta = meta
         self.client = client
@@ -26,6 +28,7 @@ class ManagedLogReader:
 
     @classmethod
     async def open(cls, meta: MetaStore, client: LedgerClientLike, name: str) -> ManagedLogReader:
+        """NoSuchLogError if there is no such log."""
         self = cls(meta, client, name)
         await self.refresh()
         return self
@@ -40,16 +43,16 @@ class ManagedLogReader:
         self._ids = [li.ledger_id for li in self._md.ledgers]
 
     @property
+    def metadata(self) -> LogMetadata:
+        """The log's metadata as of the last refresh (not to be modified)."""
+        return self._md
+
+    @property
     def ledgers(self) -> list[LedgerInfo]:
         return [li.copy() for li in self._md.ledgers]
 
-    @property
-    def start(self) -> Position:
-        first = Position(self._ids[0], 0) if self._ids else Position(0, 0)
-        return max(first, self._md.start) if self._md.start is not None else first
-
-    async def _last(self, idx: int, want: int) -> int:
-        """Last readable entry of the idx-th ledger (asks the bookies for an open one)."""
+    async def _readable_last(self, idx: int, want: int) -> int:
+        """Asks the bookies for an open ledger's LAC when `want` is past the one known."""
         li = self._md.ledgers[idx]
         if li.closed:
             return li.entries - 1
@@ -59,37 +62,39 @@ class ManagedLogReader:
             lac = await h.read_lac()
         return lac
 
-    async def read(
-        self, start: Position, max_entries: int = 1000, max_bytes: int = DEFAULT_MAX_READ_BYTES
-    ) -> list[Entry]:
-        """Entries from `start` on, as ManagedLog.read, up to what is confirmed on the bookies.
-        Call refresh() when this returns nothing to see ledgers started since."""
-        out: list[Entry] = []
-        total = 0
-        pos = max(start, self.start)
-        i = bisect.bisect_left(self._ids, pos.ledger_id)
-        entry = max(pos.entry_id, 0) if i < len(self._ids) and self._ids[i] == pos.ledger_id else 0
-        while i < len(self._ids) and len(out) < max_entries and (not out or total < max_bytes):
-            lid = self._ids[i]
-            last = await self._last(i, entry)
-            if entry > last:
-                if not self._md.ledgers[i].closed:
-                    break  # the open tail: nothing more confirmed yet
-                i, entry = i + 1, 0
-                continue
-            li = self._md.ledgers[i]
-            avg = li.size // li.entries if li.entries else 1024
-            want = min(last, entry + max_entries - len(out) - 1)
-            data = await self._reads.read(
-                lid, entry, want, last, max(max_bytes - total, 1), avg, is_open=not li.closed
-            )
-            if not data:
-                break
-            for k, d in enumerate(data):
-                out.append(Entry(Position(lid, entry + k), d))
-                total += len(d)
-            entry += len(data)
-        return out
+    async def read_unconfirmed(self, after: Position | None, max_entries: int = MAX_UNCONFIRMED) -> list[Entry]:
+        """The open tail ledger's entries after `after` (None: from its start) and past its LAC
+        that some bookie holds, up to the first none has (BookKeeper's readUnconfirmed).
+        Bookies learn an entry's LAC only from the writer's next add (or its explicit LAC),
+        so an idle owner's last entries are never confirmed to other readers; an entry any
+        bookie holds is one ledger recovery would keep. Read after the confirmed entries."""
+        if not self._md.ledgers or self._md.ledgers[-1].closed:
+            return []
+        lid = self._ids[-1]
+        try:
+            h = await self._reads.handle(lid)
+        except NoSuchLedgerError:
+            return []
+        first = after.entry_id + 1 if after is not None and after.ledger_id == lid else 0
+        first = max(first, h.last_add_confirmed + 1)
+        got: list[bytes] = await h.read_unconfirmed(first, max_entries)
+        return [Entry(Position(lid, first + k), d) for k, d in enumerate(got)]
+
+    async def last_entry(self, ledger_id: int) -> bytes | None:
+        """A ledger's last entry, past the LAC if it is open; None if it is empty or gone."""
+        try:
+            h = await self._reads.handle(ledger_id)
+        except NoSuchLedgerError:
+            return None
+        last: int = h.last_add_confirmed
+        if not h.is_closed:
+            beyond: list[bytes] = await h.read_unconfirmed(last + 1, MAX_UNCONFIRMED)
+            if beyond:
+                return beyond[-1]
+        if last < 0:
+            return None
+        got: list[bytes] = await h.read(last, last)
+        return got[-1] if got else None
 
     async def close(self) -> None:
         await self._reads.close()

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from coordinator.group.group import GroupState, OffsetAndMetadata
-from coordinator.group.shard_log import ManagedShardLog
 from store.ledger.client import LedgerClient
 from store.managed.config import LogConfig
 from store.managed.errors import OwnershipLostError
@@ -18,6 +17,7 @@ from store.managed.log import ManagedLog
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from tests.coordinator.helpers import make, stable_group
+from tests.coordinator.shard_logs import ManagedShardLog
 
 pytestmark = pytest.mark.slow
 

@@ -7,9 +7,10 @@ import asyncio
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.group import GroupState
-from coordinator.group.shard_log import MemoryShardLog, ShardLogError
+from coordinator.group.shard_log import ShardLogError
 from kafka_wire.errors import ErrorCode as E
 from tests.coordinator.helpers import FAST, join_all, make, req, stable_group, subscription, sync_all
+from tests.coordinator.shard_logs import MemoryShardLog
 
 
 async def test_member_id_required_then_single_member_group() -> None:

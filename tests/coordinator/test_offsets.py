@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from coordinator.group.group import GroupState, OffsetAndMetadata
-from coordinator.group.shard_log import MemoryShardLog
 from kafka_wire.errors import ErrorCode as E
 from tests.coordinator.helpers import make, req, stable_group, subscription
+from tests.coordinator.shard_logs import MemoryShardLog
 
 
 def om(offset: int, metadata: str = "", epoch: int = -1) -> OffsetAndMetadata:

@@ -26,7 +26,8 @@ from coordinator.group.records import (
     encode_offset_key,
     encode_offset_value,
 )
-from gateway.cluster.inspect import StoredGroup, decode_assignment, replay_shard
+from coordinator.group.stored import GroupLogReplay
+from gateway.cluster.inspect import decode_assignment
 from kafka_wire.api import encode_versioned, schema_class
 from quire.admin import main as admin_main
 from tests.coordinator.gateway_support import fast_group_env
@@ -98,8 +99,10 @@ def test_replay_keeps_the_latest_records_and_honours_tombstones() -> None:
         _group("d", []),
         (b"\x00\x05future-key", b"\x00\x00"),  # a newer coordinator's record type: skipped
     ]
-    got: dict[str, StoredGroup] = {}
-    replay_shard(2, [build_records_batch(first), build_records_batch(second)], got)
+    replay = GroupLogReplay(2, skip_unreadable=True)
+    for batch in (build_records_batch(first), build_records_batch(second)):
+        replay.apply(batch)
+    got = replay.groups()
     assert sorted(got) == ["a", "c", "d"]
     a = got["a"]
     assert (

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import KafkaApiError
-from gateway.partition.index import P_COUNT, P_FIRST
-from gateway.partition.log import PartitionLog, batch_offsets
+from gateway.partition.log import PartitionLog
 from gateway.partition.producer_ids import ProducerIdAllocator
 from gateway.topics.registry import TopicInfo
+from kafka_log.index import P_COUNT, P_FIRST
+from kafka_log.view import batch_offsets
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import NewRecord, RecordBatch, TimestampType, build_batch, iter_batches
 from store.meta.api import MetaStore

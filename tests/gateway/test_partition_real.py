@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import KafkaApiError
-from gateway.partition.index import P_COUNT
-from gateway.partition.log import PartitionLog, batch_offsets
+from gateway.partition.log import PartitionLog
 from gateway.topics.registry import TopicInfo
+from kafka_log.index import P_COUNT
+from kafka_log.view import batch_offsets
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import NewRecord, build_batch
 from store.ledger.client import LedgerClient

@@ -1,0 +1,75 @@
+"""A group shard's state as its `__consumer_offsets` records leave it: the latest group
+metadata and committed offsets per group, tombstones applied. The one replay of a group log,
+used by the coordinator loading a shard and by `quire admin` reading one without owning it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordinator.group.records import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    iter_log_records,
+)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class StoredGroup:
+    """What a group's records say, replayed in order."""
+
+    group: str
+    shard: int
+    metadata: GroupValue | None = None  # the latest GroupMetadata record (None: none, or deleted)
+    offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        """As of the latest stored metadata: a coordinator loading the shard restores members as
+        Stable; rebalances in progress are not stored."""
+        return "Stable" if self.metadata is not None and self.metadata.members else "Empty"
+
+
+class GroupLogReplay:
+    """Apply a shard's stored batches in order, then take `groups()`. With `skip_unreadable`
+    (a reader that must not fail on what it cannot decode, e.g. a newer coordinator's record
+    types) undecodable records are skipped; otherwise they raise ValueError."""
+
+    def __init__(self, shard: int, *, skip_unreadable: bool = False) -> None:
+        self.shard = shard
+        self.skip_unreadable = skip_unreadable
+        self._groups: dict[str, StoredGroup] = {}
+
+    def _group(self, group: str) -> StoredGroup:
+        g = self._groups.get(group)
+        if g is None:
+            g = self._groups[group] = StoredGroup(group, self.shard)
+        return g
+
+    def apply(self, batches: bytes | memoryview) -> None:
+        """Apply a run of whole record batches."""
+        for key, value in iter_log_records(batches):
+            try:
+                k = decode_key(key)
+                if isinstance(k, OffsetKey):
+                    g = self._group(k.group)
+                    if value is None:
+                        g.offsets.pop((k.topic, k.partition), None)
+                    else:
+                        g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
+                elif isinstance(k, GroupKey):
+                    self._group(k.group).metadata = None if value is None else decode_group_value(value)
+            except ValueError:
+                if not self.skip_unreadable:
+                    raise
+                # a record we cannot read says nothing about the groups we can
+
+    def groups(self) -> dict[str, StoredGroup]:
+        """Every group with metadata or offsets left (deleted groups are gone)."""
+        return {gid: g for gid, g in self._groups.items() if g.metadata is not None or g.offsets}

@@ -2,11 +2,17 @@
 # Resolve Apache Kafka's jars from Maven Central into a cache and build the harness's Java
 # program against them. Idempotent: a second run with the cache present takes well under 1 s.
 #
-#   QUIRE_KAFKA_VERSION   Kafka version (default 4.1.2)
-#   QUIRE_KAFKA_CACHE     cache dir (default ~/.cache/quire/kafka-<version>)
+#   QUIRE_KAFKA_VERSION        Kafka version (default 4.4.0)
+#   QUIRE_KAFKA_TOOLS_VERSION  kafka-tools version (default 4.3.1, see below)
+#   QUIRE_KAFKA_CACHE          cache dir (default ~/.cache/quire/kafka-<version>)
 set -euo pipefail
 
-VERSION="${QUIRE_KAFKA_VERSION:-4.1.2}"
+VERSION="${QUIRE_KAFKA_VERSION:-4.4.0}"
+# kafka-tools 4.4.0 (and kafka-streams 4.4.0, which the harness does not use) are not on Maven
+# Central here: 4.3.1 is the newest present. Every other Kafka module, including those
+# kafka-tools pulls in, is held at $VERSION by the dependencyManagement below, so the tools run
+# on the 4.4.0 client and server code.
+TOOLS_VERSION="${QUIRE_KAFKA_TOOLS_VERSION:-4.3.1}"
 LOG4J_VERSION="2.25.3"
 CACHE="${QUIRE_KAFKA_CACHE:-$HOME/.cache/quire/kafka-$VERSION}"
 LIBS="$CACHE/libs"
@@ -28,9 +34,24 @@ if [[ ! -f "$LIBS/.complete" ]]; then
   <artifactId>kafka-libs</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
+  <dependencyManagement><dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-server</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-server-common</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-storage</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-storage-api</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-metadata</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-raft</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools-api</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-coordinator-common</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-group-coordinator</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-group-coordinator-api</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-share-coordinator</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-transaction-coordinator</artifactId><version>$VERSION</version></dependency>
+  </dependencies></dependencyManagement>
   <dependencies>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$VERSION</version>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$TOOLS_VERSION</version>
       <exclusions><exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId></exclusion></exclusions>
     </dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$VERSION</version></dependency>
@@ -66,7 +87,7 @@ appender.err.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = warn
 rootLogger.appenderRef.err.ref = STDERR
 L4J
-    echo "$VERSION" > "$LIBS/.complete"
+    echo "$VERSION tools $TOOLS_VERSION" > "$LIBS/.complete"
 fi
 
 # The harness program: rebuilt whenever its sources change.

@@ -12,10 +12,10 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-DEFAULT_VERSION = "4.1.2"
+DEFAULT_VERSION = "4.4.0"
 INSTALL_SCRIPT = Path(__file__).resolve().parent.parent / "java" / "install.sh"
 
-# The distribution's bin/*.sh names -> main classes (Kafka 4.1).
+# The distribution's bin/*.sh names -> main classes (Kafka 4.4; tools from kafka-tools 4.3.1, see java/install.sh).
 TOOLS: dict[str, str] = {
     "kafka-server-start": "kafka.Kafka",
     "kafka-storage": "kafka.tools.StorageTool",

@@ -1,6 +1,2 @@
-"""Generator of kafka_wire.messages from Apache Kafka's JSON message schemas."""
-
-from kafka_wire.codegen.module import generate
-from kafka_wire.codegen.schema import default_schema_dir
-
-__all__ = ["default_schema_dir", "generate"]
+"""Generator of kafka_wire.messages from Apache Kafka's JSON message schemas, read from the pinned
+jars of kafka_wire.codegen.jars (`python3 -m kafka_wire.codegen [--check]`)."""

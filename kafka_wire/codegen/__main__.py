@@ -1,4 +1,5 @@
-"""`python3 -m kafka_wire.codegen [--check] [--schemas DIR]`: write (or check) kafka_wire/messages."""
+"""`python3 -m kafka_wire.codegen [--check] [--schemas DIR]`: write (or check) kafka_wire/messages from the
+schemas in the pinned Kafka jars (kafka_wire/codegen/jars.py), or from a folder of schemas."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from kafka_wire.codegen.jars import JarError, read_schemas
 from kafka_wire.codegen.module import generate
-from kafka_wire.codegen.schema import default_schema_dir
+from kafka_wire.codegen.schema import read_schema_dir
 
 OUTPUT_DIR = Path(__file__).resolve().parents[1] / "messages"
 
@@ -24,15 +26,22 @@ def stale_files(files: dict[str, str], out_dir: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m kafka_wire.codegen", description=__doc__)
     ap.add_argument("--check", action="store_true", help="exit 1 listing stale files instead of writing")
-    ap.add_argument("--schemas", type=Path, default=None, help="schema folder (default: $QUIRE_KAFKA_SCHEMAS "
-                    "or <repo>/../shared/kafka-protocol/messages)")
+    ap.add_argument("--schemas", type=Path, default=None,
+                    help="read the schemas from this folder instead of the pinned jars")
     ap.add_argument("--out", type=Path, default=OUTPUT_DIR)
     args = ap.parse_args(argv)
-    schema_dir = args.schemas or default_schema_dir()
-    if not schema_dir.is_dir():
-        print(f"schema folder not found: {schema_dir}", file=sys.stderr)
-        return 2
-    files = generate(schema_dir)
+    if args.schemas is not None:
+        if not args.schemas.is_dir():
+            print(f"schema folder not found: {args.schemas}", file=sys.stderr)
+            return 2
+        schemas = read_schema_dir(args.schemas)
+    else:
+        try:
+            schemas = read_schemas()
+        except JarError as e:
+            print(e, file=sys.stderr)
+            return 2
+    files = generate(schemas)
     stale = stale_files(files, args.out)
     if args.check:
         for name in stale:

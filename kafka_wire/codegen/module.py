@@ -3,8 +3,6 @@ and the registry in kafka_wire/messages/__init__.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kafka_wire.codegen.emit import (
     HEADER,
     _Ctx,
@@ -217,9 +215,9 @@ def render_registry(msgs: list[MessageDef]) -> str:
     ])
 
 
-def generate(schema_dir: Path) -> dict[str, str]:
-    """File name (within kafka_wire/messages) -> source."""
-    msgs = load_all(schema_dir)
+def generate(schemas: dict[str, str]) -> dict[str, str]:
+    """File name (within kafka_wire/messages) -> source, from {schema file name: JSON text}."""
+    msgs = load_all(schemas)
     by_module: dict[str, list[MessageDef]] = {}
     for m in msgs:
         by_module.setdefault(module_name(m), []).append(m)

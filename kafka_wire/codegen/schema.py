@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import keyword
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +24,6 @@ FIELD_RENAMES = {("RequestHeader", "RequestApiKey"): "api_key",
                  ("RequestHeader", "RequestApiVersion"): "api_version"}
 # RequestHeader v0 (no client id) is still spoken by ControlledShutdown v0; the schema lists 1-2.
 VALID_VERSION_OVERRIDES = {"RequestHeader": (0, 2)}
-
-
-def default_schema_dir() -> Path:
-    env = os.environ.get("QUIRE_KAFKA_SCHEMAS")
-    if env:
-        return Path(env)
-    repo_root = Path(__file__).resolve().parents[2]
-    return repo_root.parent / "shared" / "kafka-protocol" / "messages"
 
 
 def strip_comments(text: str) -> str:
@@ -162,8 +153,10 @@ def _parse_fields(msg_name: str, raw_fields: list[dict[str, Any]], common: dict[
             raise ValueError(f"{msg_name}: duplicate attribute {attr}")
         attrs.add(attr)
         tag = rf.get("tag")
+        # A tagged-only field may omit "versions": it then exists in its tagged versions.
+        versions = rf.get("versions", rf.get("taggedVersions") if tag is not None else None)
         f = FieldDef(
-            name=rf["name"], attr=attr, type=rf["type"], versions=Versions.parse(rf.get("versions")),
+            name=rf["name"], attr=attr, type=rf["type"], versions=Versions.parse(versions),
             nullable=Versions.parse(rf.get("nullableVersions")),
             tagged=Versions.parse(rf.get("taggedVersions")) if tag is not None else Versions(1, 0),
             tag=tag, ignorable=bool(rf.get("ignorable", False)), default=rf.get("default"),
@@ -187,8 +180,8 @@ def _parse_fields(msg_name: str, raw_fields: list[dict[str, Any]], common: dict[
     return out
 
 
-def load_message(path: Path) -> MessageDef:
-    raw = json.loads(strip_comments(path.read_text(encoding="utf-8")))
+def load_message(file: str, text: str) -> MessageDef:
+    raw = json.loads(strip_comments(text))
     name = raw["name"]
     structs: list[StructDef] = []
     seen: dict[str, StructDef] = {}
@@ -203,16 +196,22 @@ def load_message(path: Path) -> MessageDef:
         structs.append(sd)
         sd.fields = _parse_fields(name, cs["fields"], common, structs, seen)
     root = StructDef(name)
-    root.fields = _parse_fields(name, raw["fields"], common, structs, seen)
+    root.fields = _parse_fields(name, raw.get("fields", []), common, structs, seen)
     vv = Versions.parse(raw["validVersions"])
     valid = VALID_VERSION_OVERRIDES.get(name, (vv.lo, vv.hi if vv.hi is not None else vv.lo))
     return MessageDef(
         name=name, kind=raw["type"], api_key=raw.get("apiKey"), valid=valid,
         flexible=Versions.parse(raw.get("flexibleVersions")),
         latest_unstable=bool(raw.get("latestVersionUnstable", False)), root=root, structs=structs,
-        file=path.name,
+        file=file,
     )
 
 
-def load_all(schema_dir: Path) -> list[MessageDef]:
-    return [load_message(p) for p in sorted(schema_dir.glob("*.json"))]
+def load_all(schemas: dict[str, str]) -> list[MessageDef]:
+    """Every schema of {file name: JSON text}, in file-name order."""
+    return [load_message(name, schemas[name]) for name in sorted(schemas)]
+
+
+def read_schema_dir(schema_dir: Path) -> dict[str, str]:
+    """{file name: JSON text} of a folder of schemas (an alternative input to the pinned jars)."""
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(schema_dir.glob("*.json"))}

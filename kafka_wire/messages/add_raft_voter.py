@@ -48,17 +48,18 @@ from kafka_wire.primitives import (
 _new = object.__new__
 
 _F_H = _S('>H')
+_F_Z = _S('>?')
 _F_ih = _S('>ih')
 _F_iiU = _S('>ii16s')
 
 
 class AddRaftVoterRequest(Struct):
-    """AddRaftVoterRequest (versions 0-0, flexible from 0)."""
+    """AddRaftVoterRequest (versions 0-1, flexible from 0)."""
 
-    __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'unknown_tagged_fields',)
+    __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'ack_when_committed', 'unknown_tagged_fields',)
     API_KEY = 80
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -67,10 +68,11 @@ class AddRaftVoterRequest(Struct):
     voter_id: int
     voter_directory_id: UUID
     listeners: list[AddRaftVoterRequest.Listener]
+    ack_when_committed: bool
     unknown_tagged_fields: TaggedFields
 
     class Listener(Struct):
-        """Listener in AddRaftVoterRequest (versions 0-0, flexible from 0)."""
+        """Listener in AddRaftVoterRequest (versions 0-1, flexible from 0)."""
 
         __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
 
@@ -85,22 +87,23 @@ class AddRaftVoterRequest(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __init__(self, *, cluster_id: str | None = '', timeout_ms: int = 0, voter_id: int = 0, voter_directory_id: UUID = ZERO_UUID, listeners: list[AddRaftVoterRequest.Listener] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+    def __init__(self, *, cluster_id: str | None = '', timeout_ms: int = 0, voter_id: int = 0, voter_directory_id: UUID = ZERO_UUID, listeners: list[AddRaftVoterRequest.Listener] = ..., ack_when_committed: bool = True, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.cluster_id = cluster_id
         self.timeout_ms = timeout_ms
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is ... else listeners
+        self.ack_when_committed = ack_when_committed
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class AddRaftVoterResponse(Struct):
-    """AddRaftVoterResponse (versions 0-0, flexible from 0)."""
+    """AddRaftVoterResponse (versions 0-1, flexible from 0)."""
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields',)
     API_KEY = 80
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -172,6 +175,7 @@ def _d_AddRaftVoterRequest_v0(b, p):
             e, p = _d_AddRaftVoterRequest_Listener_v0(b, p)
             ap(e)
     o.listeners = x
+    o.ack_when_committed = True
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -185,6 +189,8 @@ def _d_AddRaftVoterRequest_v0(b, p):
 
 
 def _e_AddRaftVoterRequest_v0(o, out):
+    if o.ack_when_committed != True:
+        not_in_version('AddRaftVoterRequest.ack_when_committed', 0)
     w_ncstr(out, o.cluster_id, 'AddRaftVoterRequest.cluster_id')
     out += _F_iiU.pack(o.timeout_ms, o.voter_id, o.voter_directory_id.bytes)
     a = o.listeners
@@ -194,6 +200,59 @@ def _e_AddRaftVoterRequest_v0(o, out):
         w_uvarint(out, len(a) + 1)
         for e in a:
             _e_AddRaftVoterRequest_Listener_v0(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_AddRaftVoterRequest_v1(b, p):
+    o = _new(AddRaftVoterRequest)
+    x, p = r_cstr(b, p, 'AddRaftVoterRequest.cluster_id')
+    o.cluster_id = x
+    if p + 24 > len(b):
+        truncated('AddRaftVoterRequest.timeout_ms', p)
+    o.timeout_ms, o.voter_id, o.voter_directory_id = _F_iiU.unpack_from(b, p)
+    p += 24
+    o.voter_directory_id = UUID(bytes=o.voter_directory_id)
+    c, p = r_calen(b, p, 5, 'AddRaftVoterRequest.listeners')
+    if c < 0:
+        null_error('AddRaftVoterRequest.listeners', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_AddRaftVoterRequest_Listener_v0(b, p)
+            ap(e)
+    o.listeners = x
+    if p + 1 > len(b):
+        truncated('AddRaftVoterRequest.ack_when_committed', p)
+    o.ack_when_committed, = _F_Z.unpack_from(b, p)
+    p += 1
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'AddRaftVoterRequest._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_AddRaftVoterRequest_v1(o, out):
+    w_ncstr(out, o.cluster_id, 'AddRaftVoterRequest.cluster_id')
+    out += _F_iiU.pack(o.timeout_ms, o.voter_id, o.voter_directory_id.bytes)
+    a = o.listeners
+    if a is None:
+        raise EncodeError('AddRaftVoterRequest.listeners' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_AddRaftVoterRequest_Listener_v0(e, out)
+    out += _F_Z.pack(o.ack_when_committed)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -231,26 +290,27 @@ def _e_AddRaftVoterResponse_v0(o, out):
         out.append(0)
 
 
-AddRaftVoterRequest._DEC = {0: _d_AddRaftVoterRequest_v0}
-AddRaftVoterRequest._ENC = {0: _e_AddRaftVoterRequest_v0}
+AddRaftVoterRequest._DEC = {0: _d_AddRaftVoterRequest_v0, 1: _d_AddRaftVoterRequest_v1}
+AddRaftVoterRequest._ENC = {0: _e_AddRaftVoterRequest_v0, 1: _e_AddRaftVoterRequest_v1}
 AddRaftVoterRequest._FIELDS = (
-    FieldInfo('cluster_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('timeout_ms', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('voter_id', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('voter_directory_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('listeners', '[]Listener', (0, 0), None, None, False, AddRaftVoterRequest.Listener),
+    FieldInfo('cluster_id', 'string', (0, 1), (0, 1), None, False, None),
+    FieldInfo('timeout_ms', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('voter_id', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('voter_directory_id', 'uuid', (0, 1), None, None, False, None),
+    FieldInfo('listeners', '[]Listener', (0, 1), None, None, False, AddRaftVoterRequest.Listener),
+    FieldInfo('ack_when_committed', 'bool', (1, 1), None, None, False, None),
 )
-AddRaftVoterRequest.Listener._DEC = {0: _d_AddRaftVoterRequest_Listener_v0}
-AddRaftVoterRequest.Listener._ENC = {0: _e_AddRaftVoterRequest_Listener_v0}
+AddRaftVoterRequest.Listener._DEC = {0: _d_AddRaftVoterRequest_Listener_v0, 1: _d_AddRaftVoterRequest_Listener_v0}
+AddRaftVoterRequest.Listener._ENC = {0: _e_AddRaftVoterRequest_Listener_v0, 1: _e_AddRaftVoterRequest_Listener_v0}
 AddRaftVoterRequest.Listener._FIELDS = (
-    FieldInfo('name', 'string', (0, 0), None, None, False, None),
-    FieldInfo('host', 'string', (0, 0), None, None, False, None),
-    FieldInfo('port', 'uint16', (0, 0), None, None, False, None),
+    FieldInfo('name', 'string', (0, 1), None, None, False, None),
+    FieldInfo('host', 'string', (0, 1), None, None, False, None),
+    FieldInfo('port', 'uint16', (0, 1), None, None, False, None),
 )
-AddRaftVoterResponse._DEC = {0: _d_AddRaftVoterResponse_v0}
-AddRaftVoterResponse._ENC = {0: _e_AddRaftVoterResponse_v0}
+AddRaftVoterResponse._DEC = {0: _d_AddRaftVoterResponse_v0, 1: _d_AddRaftVoterResponse_v0}
+AddRaftVoterResponse._ENC = {0: _e_AddRaftVoterResponse_v0, 1: _e_AddRaftVoterResponse_v0}
 AddRaftVoterResponse._FIELDS = (
-    FieldInfo('throttle_time_ms', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, True, None),
+    FieldInfo('throttle_time_ms', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 1), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 1), (0, 1), None, True, None),
 )

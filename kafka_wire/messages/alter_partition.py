@@ -49,7 +49,6 @@ _new = object.__new__
 
 _F_U = _S('>16s')
 _F_bi = _S('>bi')
-_F_i = _S('>i')
 _F_ih = _S('>ih')
 _F_ihii = _S('>ihii')
 _F_ii = _S('>ii')
@@ -57,13 +56,13 @@ _F_iq = _S('>iq')
 
 
 class AlterPartitionRequest(Struct):
-    """AlterPartitionRequest (versions 0-3, flexible from 0)."""
+    """AlterPartitionRequest (versions 2-3, flexible from 2)."""
 
     __slots__ = ('broker_id', 'broker_epoch', 'topics', 'unknown_tagged_fields',)
     API_KEY = 56
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 3
-    FLEXIBLE_MIN = 0
+    FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
 
     broker_id: int
@@ -72,23 +71,21 @@ class AlterPartitionRequest(Struct):
     unknown_tagged_fields: TaggedFields
 
     class TopicData(Struct):
-        """TopicData in AlterPartitionRequest (versions 0-3, flexible from 0)."""
+        """TopicData in AlterPartitionRequest (versions 2-3, flexible from 2)."""
 
-        __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
-        topic_name: str
         topic_id: UUID
         partitions: list[AlterPartitionRequest.PartitionData]
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, topic_name: str = '', topic_id: UUID = ZERO_UUID, partitions: list[AlterPartitionRequest.PartitionData] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
-            self.topic_name = topic_name
+        def __init__(self, *, topic_id: UUID = ZERO_UUID, partitions: list[AlterPartitionRequest.PartitionData] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is ... else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionData(Struct):
-        """PartitionData in AlterPartitionRequest (versions 0-3, flexible from 0)."""
+        """PartitionData in AlterPartitionRequest (versions 2-3, flexible from 2)."""
 
         __slots__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields',)
 
@@ -110,7 +107,7 @@ class AlterPartitionRequest(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class BrokerState(Struct):
-        """BrokerState in AlterPartitionRequest (versions 0-3, flexible from 0)."""
+        """BrokerState in AlterPartitionRequest (versions 2-3, flexible from 2)."""
 
         __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields',)
 
@@ -131,13 +128,13 @@ class AlterPartitionRequest(Struct):
 
 
 class AlterPartitionResponse(Struct):
-    """AlterPartitionResponse (versions 0-3, flexible from 0)."""
+    """AlterPartitionResponse (versions 2-3, flexible from 2)."""
 
     __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'unknown_tagged_fields',)
     API_KEY = 56
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 3
-    FLEXIBLE_MIN = 0
+    FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
 
     throttle_time_ms: int
@@ -146,23 +143,21 @@ class AlterPartitionResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class TopicData(Struct):
-        """TopicData in AlterPartitionResponse (versions 0-3, flexible from 0)."""
+        """TopicData in AlterPartitionResponse (versions 2-3, flexible from 2)."""
 
-        __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
-        topic_name: str
         topic_id: UUID
         partitions: list[AlterPartitionResponse.PartitionData]
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, topic_name: str = '', topic_id: UUID = ZERO_UUID, partitions: list[AlterPartitionResponse.PartitionData] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
-            self.topic_name = topic_name
+        def __init__(self, *, topic_id: UUID = ZERO_UUID, partitions: list[AlterPartitionResponse.PartitionData] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is ... else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionData(Struct):
-        """PartitionData in AlterPartitionResponse (versions 0-3, flexible from 0)."""
+        """PartitionData in AlterPartitionResponse (versions 2-3, flexible from 2)."""
 
         __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields',)
 
@@ -192,146 +187,7 @@ class AlterPartitionResponse(Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_AlterPartitionRequest_PartitionData_v0(b, p):
-    o = _new(AlterPartitionRequest.PartitionData)
-    if p + 8 > len(b):
-        truncated('AlterPartitionRequest.PartitionData.partition_index', p)
-    o.partition_index, o.leader_epoch = _F_ii.unpack_from(b, p)
-    p += 8
-    c, p = r_calen(b, p, 4, 'AlterPartitionRequest.PartitionData.new_isr')
-    if c < 0:
-        null_error('AlterPartitionRequest.PartitionData.new_isr', p)
-    else:
-        x, p = r_fixed_array(b, p, c, 'i', 4)
-    o.new_isr = x
-    if p + 4 > len(b):
-        truncated('AlterPartitionRequest.PartitionData.partition_epoch', p)
-    o.partition_epoch, = _F_i.unpack_from(b, p)
-    p += 4
-    o.new_isr_with_epochs = []
-    o.leader_recovery_state = 0
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionRequest.PartitionData._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionRequest_PartitionData_v0(o, out):
-    if o.new_isr_with_epochs != []:
-        not_in_version('AlterPartitionRequest.PartitionData.new_isr_with_epochs', 0)
-    if o.leader_recovery_state != 0:
-        not_in_version('AlterPartitionRequest.PartitionData.leader_recovery_state', 0)
-    out += _F_ii.pack(o.partition_index, o.leader_epoch)
-    a = o.new_isr
-    if a is None:
-        raise EncodeError('AlterPartitionRequest.PartitionData.new_isr' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        out += pack('>%di' % len(a), *a)
-    out += _F_i.pack(o.partition_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionRequest_TopicData_v0(b, p):
-    o = _new(AlterPartitionRequest.TopicData)
-    x, p = r_cstr(b, p, 'AlterPartitionRequest.TopicData.topic_name')
-    if x is None:
-        null_error('AlterPartitionRequest.TopicData.topic_name', p)
-    o.topic_name = x
-    c, p = r_calen(b, p, 14, 'AlterPartitionRequest.TopicData.partitions')
-    if c < 0:
-        null_error('AlterPartitionRequest.TopicData.partitions', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_AlterPartitionRequest_PartitionData_v0(b, p)
-            ap(e)
-    o.partitions = x
-    o.topic_id = ZERO_UUID
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionRequest.TopicData._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionRequest_TopicData_v0(o, out):
-    w_cstr(out, o.topic_name, 'AlterPartitionRequest.TopicData.topic_name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('AlterPartitionRequest.TopicData.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_AlterPartitionRequest_PartitionData_v0(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionRequest_v0(b, p):
-    o = _new(AlterPartitionRequest)
-    if p + 12 > len(b):
-        truncated('AlterPartitionRequest.broker_id', p)
-    o.broker_id, o.broker_epoch = _F_iq.unpack_from(b, p)
-    p += 12
-    c, p = r_calen(b, p, 3, 'AlterPartitionRequest.topics')
-    if c < 0:
-        null_error('AlterPartitionRequest.topics', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_AlterPartitionRequest_TopicData_v0(b, p)
-            ap(e)
-    o.topics = x
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionRequest._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionRequest_v0(o, out):
-    out += _F_iq.pack(o.broker_id, o.broker_epoch)
-    a = o.topics
-    if a is None:
-        raise EncodeError('AlterPartitionRequest.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_AlterPartitionRequest_TopicData_v0(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionRequest_PartitionData_v1(b, p):
+def _d_AlterPartitionRequest_PartitionData_v2(b, p):
     o = _new(AlterPartitionRequest.PartitionData)
     if p + 8 > len(b):
         truncated('AlterPartitionRequest.PartitionData.partition_index', p)
@@ -358,113 +214,6 @@ def _d_AlterPartitionRequest_PartitionData_v1(b, p):
             u.append((t, bytes(d)))
         o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
     return o, p
-
-
-def _e_AlterPartitionRequest_PartitionData_v1(o, out):
-    if o.new_isr_with_epochs != []:
-        not_in_version('AlterPartitionRequest.PartitionData.new_isr_with_epochs', 1)
-    out += _F_ii.pack(o.partition_index, o.leader_epoch)
-    a = o.new_isr
-    if a is None:
-        raise EncodeError('AlterPartitionRequest.PartitionData.new_isr' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        out += pack('>%di' % len(a), *a)
-    out += _F_bi.pack(o.leader_recovery_state, o.partition_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionRequest_TopicData_v1(b, p):
-    o = _new(AlterPartitionRequest.TopicData)
-    x, p = r_cstr(b, p, 'AlterPartitionRequest.TopicData.topic_name')
-    if x is None:
-        null_error('AlterPartitionRequest.TopicData.topic_name', p)
-    o.topic_name = x
-    c, p = r_calen(b, p, 15, 'AlterPartitionRequest.TopicData.partitions')
-    if c < 0:
-        null_error('AlterPartitionRequest.TopicData.partitions', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_AlterPartitionRequest_PartitionData_v1(b, p)
-            ap(e)
-    o.partitions = x
-    o.topic_id = ZERO_UUID
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionRequest.TopicData._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionRequest_TopicData_v1(o, out):
-    w_cstr(out, o.topic_name, 'AlterPartitionRequest.TopicData.topic_name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('AlterPartitionRequest.TopicData.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_AlterPartitionRequest_PartitionData_v1(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionRequest_v1(b, p):
-    o = _new(AlterPartitionRequest)
-    if p + 12 > len(b):
-        truncated('AlterPartitionRequest.broker_id', p)
-    o.broker_id, o.broker_epoch = _F_iq.unpack_from(b, p)
-    p += 12
-    c, p = r_calen(b, p, 3, 'AlterPartitionRequest.topics')
-    if c < 0:
-        null_error('AlterPartitionRequest.topics', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_AlterPartitionRequest_TopicData_v1(b, p)
-            ap(e)
-    o.topics = x
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionRequest._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionRequest_v1(o, out):
-    out += _F_iq.pack(o.broker_id, o.broker_epoch)
-    a = o.topics
-    if a is None:
-        raise EncodeError('AlterPartitionRequest.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_AlterPartitionRequest_TopicData_v1(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
 
 
 def _e_AlterPartitionRequest_PartitionData_v2(o, out):
@@ -499,10 +248,9 @@ def _d_AlterPartitionRequest_TopicData_v2(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_AlterPartitionRequest_PartitionData_v1(b, p)
+            e, p = _d_AlterPartitionRequest_PartitionData_v2(b, p)
             ap(e)
     o.partitions = x
-    o.topic_name = ''
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -671,7 +419,6 @@ def _d_AlterPartitionRequest_TopicData_v3(b, p):
             e, p = _d_AlterPartitionRequest_PartitionData_v3(b, p)
             ap(e)
     o.partitions = x
-    o.topic_name = ''
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -744,141 +491,7 @@ def _e_AlterPartitionRequest_v3(o, out):
         out.append(0)
 
 
-def _d_AlterPartitionResponse_PartitionData_v0(b, p):
-    o = _new(AlterPartitionResponse.PartitionData)
-    if p + 14 > len(b):
-        truncated('AlterPartitionResponse.PartitionData.partition_index', p)
-    o.partition_index, o.error_code, o.leader_id, o.leader_epoch = _F_ihii.unpack_from(b, p)
-    p += 14
-    c, p = r_calen(b, p, 4, 'AlterPartitionResponse.PartitionData.isr')
-    if c < 0:
-        null_error('AlterPartitionResponse.PartitionData.isr', p)
-    else:
-        x, p = r_fixed_array(b, p, c, 'i', 4)
-    o.isr = x
-    if p + 4 > len(b):
-        truncated('AlterPartitionResponse.PartitionData.partition_epoch', p)
-    o.partition_epoch, = _F_i.unpack_from(b, p)
-    p += 4
-    o.leader_recovery_state = 0
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionResponse.PartitionData._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionResponse_PartitionData_v0(o, out):
-    out += _F_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
-    a = o.isr
-    if a is None:
-        raise EncodeError('AlterPartitionResponse.PartitionData.isr' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        out += pack('>%di' % len(a), *a)
-    out += _F_i.pack(o.partition_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionResponse_TopicData_v0(b, p):
-    o = _new(AlterPartitionResponse.TopicData)
-    x, p = r_cstr(b, p, 'AlterPartitionResponse.TopicData.topic_name')
-    if x is None:
-        null_error('AlterPartitionResponse.TopicData.topic_name', p)
-    o.topic_name = x
-    c, p = r_calen(b, p, 20, 'AlterPartitionResponse.TopicData.partitions')
-    if c < 0:
-        null_error('AlterPartitionResponse.TopicData.partitions', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_AlterPartitionResponse_PartitionData_v0(b, p)
-            ap(e)
-    o.partitions = x
-    o.topic_id = ZERO_UUID
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionResponse.TopicData._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionResponse_TopicData_v0(o, out):
-    w_cstr(out, o.topic_name, 'AlterPartitionResponse.TopicData.topic_name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('AlterPartitionResponse.TopicData.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_AlterPartitionResponse_PartitionData_v0(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionResponse_v0(b, p):
-    o = _new(AlterPartitionResponse)
-    if p + 6 > len(b):
-        truncated('AlterPartitionResponse.throttle_time_ms', p)
-    o.throttle_time_ms, o.error_code = _F_ih.unpack_from(b, p)
-    p += 6
-    c, p = r_calen(b, p, 3, 'AlterPartitionResponse.topics')
-    if c < 0:
-        null_error('AlterPartitionResponse.topics', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_AlterPartitionResponse_TopicData_v0(b, p)
-            ap(e)
-    o.topics = x
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionResponse._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionResponse_v0(o, out):
-    out += _F_ih.pack(o.throttle_time_ms, o.error_code)
-    a = o.topics
-    if a is None:
-        raise EncodeError('AlterPartitionResponse.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_AlterPartitionResponse_TopicData_v0(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionResponse_PartitionData_v1(b, p):
+def _d_AlterPartitionResponse_PartitionData_v2(b, p):
     o = _new(AlterPartitionResponse.PartitionData)
     if p + 14 > len(b):
         truncated('AlterPartitionResponse.PartitionData.partition_index', p)
@@ -906,7 +519,7 @@ def _d_AlterPartitionResponse_PartitionData_v1(b, p):
     return o, p
 
 
-def _e_AlterPartitionResponse_PartitionData_v1(o, out):
+def _e_AlterPartitionResponse_PartitionData_v2(o, out):
     out += _F_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     a = o.isr
     if a is None:
@@ -915,95 +528,6 @@ def _e_AlterPartitionResponse_PartitionData_v1(o, out):
         w_uvarint(out, len(a) + 1)
         out += pack('>%di' % len(a), *a)
     out += _F_bi.pack(o.leader_recovery_state, o.partition_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionResponse_TopicData_v1(b, p):
-    o = _new(AlterPartitionResponse.TopicData)
-    x, p = r_cstr(b, p, 'AlterPartitionResponse.TopicData.topic_name')
-    if x is None:
-        null_error('AlterPartitionResponse.TopicData.topic_name', p)
-    o.topic_name = x
-    c, p = r_calen(b, p, 21, 'AlterPartitionResponse.TopicData.partitions')
-    if c < 0:
-        null_error('AlterPartitionResponse.TopicData.partitions', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_AlterPartitionResponse_PartitionData_v1(b, p)
-            ap(e)
-    o.partitions = x
-    o.topic_id = ZERO_UUID
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionResponse.TopicData._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionResponse_TopicData_v1(o, out):
-    w_cstr(out, o.topic_name, 'AlterPartitionResponse.TopicData.topic_name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('AlterPartitionResponse.TopicData.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_AlterPartitionResponse_PartitionData_v1(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionResponse_v1(b, p):
-    o = _new(AlterPartitionResponse)
-    if p + 6 > len(b):
-        truncated('AlterPartitionResponse.throttle_time_ms', p)
-    o.throttle_time_ms, o.error_code = _F_ih.unpack_from(b, p)
-    p += 6
-    c, p = r_calen(b, p, 3, 'AlterPartitionResponse.topics')
-    if c < 0:
-        null_error('AlterPartitionResponse.topics', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_AlterPartitionResponse_TopicData_v1(b, p)
-            ap(e)
-    o.topics = x
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'AlterPartitionResponse._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_AlterPartitionResponse_v1(o, out):
-    out += _F_ih.pack(o.throttle_time_ms, o.error_code)
-    a = o.topics
-    if a is None:
-        raise EncodeError('AlterPartitionResponse.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_AlterPartitionResponse_TopicData_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -1025,10 +549,9 @@ def _d_AlterPartitionResponse_TopicData_v2(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_AlterPartitionResponse_PartitionData_v1(b, p)
+            e, p = _d_AlterPartitionResponse_PartitionData_v2(b, p)
             ap(e)
     o.partitions = x
-    o.topic_name = ''
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -1049,7 +572,7 @@ def _e_AlterPartitionResponse_TopicData_v2(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_AlterPartitionResponse_PartitionData_v1(e, out)
+            _e_AlterPartitionResponse_PartitionData_v2(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -1101,22 +624,21 @@ def _e_AlterPartitionResponse_v2(o, out):
         out.append(0)
 
 
-AlterPartitionRequest._DEC = {0: _d_AlterPartitionRequest_v0, 1: _d_AlterPartitionRequest_v1, 2: _d_AlterPartitionRequest_v2, 3: _d_AlterPartitionRequest_v3}
-AlterPartitionRequest._ENC = {0: _e_AlterPartitionRequest_v0, 1: _e_AlterPartitionRequest_v1, 2: _e_AlterPartitionRequest_v2, 3: _e_AlterPartitionRequest_v3}
+AlterPartitionRequest._DEC = {2: _d_AlterPartitionRequest_v2, 3: _d_AlterPartitionRequest_v3}
+AlterPartitionRequest._ENC = {2: _e_AlterPartitionRequest_v2, 3: _e_AlterPartitionRequest_v3}
 AlterPartitionRequest._FIELDS = (
     FieldInfo('broker_id', 'int32', (0, 3), None, None, False, None),
     FieldInfo('broker_epoch', 'int64', (0, 3), None, None, False, None),
     FieldInfo('topics', '[]TopicData', (0, 3), None, None, False, AlterPartitionRequest.TopicData),
 )
-AlterPartitionRequest.TopicData._DEC = {0: _d_AlterPartitionRequest_TopicData_v0, 1: _d_AlterPartitionRequest_TopicData_v1, 2: _d_AlterPartitionRequest_TopicData_v2, 3: _d_AlterPartitionRequest_TopicData_v3}
-AlterPartitionRequest.TopicData._ENC = {0: _e_AlterPartitionRequest_TopicData_v0, 1: _e_AlterPartitionRequest_TopicData_v1, 2: _e_AlterPartitionRequest_TopicData_v2, 3: _e_AlterPartitionRequest_TopicData_v3}
+AlterPartitionRequest.TopicData._DEC = {2: _d_AlterPartitionRequest_TopicData_v2, 3: _d_AlterPartitionRequest_TopicData_v3}
+AlterPartitionRequest.TopicData._ENC = {2: _e_AlterPartitionRequest_TopicData_v2, 3: _e_AlterPartitionRequest_TopicData_v3}
 AlterPartitionRequest.TopicData._FIELDS = (
-    FieldInfo('topic_name', 'string', (0, 1), None, None, True, None),
     FieldInfo('topic_id', 'uuid', (2, 3), None, None, True, None),
     FieldInfo('partitions', '[]PartitionData', (0, 3), None, None, False, AlterPartitionRequest.PartitionData),
 )
-AlterPartitionRequest.PartitionData._DEC = {0: _d_AlterPartitionRequest_PartitionData_v0, 1: _d_AlterPartitionRequest_PartitionData_v1, 2: _d_AlterPartitionRequest_PartitionData_v1, 3: _d_AlterPartitionRequest_PartitionData_v3}
-AlterPartitionRequest.PartitionData._ENC = {0: _e_AlterPartitionRequest_PartitionData_v0, 1: _e_AlterPartitionRequest_PartitionData_v1, 2: _e_AlterPartitionRequest_PartitionData_v2, 3: _e_AlterPartitionRequest_PartitionData_v3}
+AlterPartitionRequest.PartitionData._DEC = {2: _d_AlterPartitionRequest_PartitionData_v2, 3: _d_AlterPartitionRequest_PartitionData_v3}
+AlterPartitionRequest.PartitionData._ENC = {2: _e_AlterPartitionRequest_PartitionData_v2, 3: _e_AlterPartitionRequest_PartitionData_v3}
 AlterPartitionRequest.PartitionData._FIELDS = (
     FieldInfo('partition_index', 'int32', (0, 3), None, None, False, None),
     FieldInfo('leader_epoch', 'int32', (0, 3), None, None, False, None),
@@ -1131,22 +653,21 @@ AlterPartitionRequest.BrokerState._FIELDS = (
     FieldInfo('broker_id', 'int32', (3, 3), None, None, False, None),
     FieldInfo('broker_epoch', 'int64', (3, 3), None, None, False, None),
 )
-AlterPartitionResponse._DEC = {0: _d_AlterPartitionResponse_v0, 1: _d_AlterPartitionResponse_v1, 2: _d_AlterPartitionResponse_v2, 3: _d_AlterPartitionResponse_v2}
-AlterPartitionResponse._ENC = {0: _e_AlterPartitionResponse_v0, 1: _e_AlterPartitionResponse_v1, 2: _e_AlterPartitionResponse_v2, 3: _e_AlterPartitionResponse_v2}
+AlterPartitionResponse._DEC = {2: _d_AlterPartitionResponse_v2, 3: _d_AlterPartitionResponse_v2}
+AlterPartitionResponse._ENC = {2: _e_AlterPartitionResponse_v2, 3: _e_AlterPartitionResponse_v2}
 AlterPartitionResponse._FIELDS = (
     FieldInfo('throttle_time_ms', 'int32', (0, 3), None, None, False, None),
     FieldInfo('error_code', 'int16', (0, 3), None, None, False, None),
     FieldInfo('topics', '[]TopicData', (0, 3), None, None, False, AlterPartitionResponse.TopicData),
 )
-AlterPartitionResponse.TopicData._DEC = {0: _d_AlterPartitionResponse_TopicData_v0, 1: _d_AlterPartitionResponse_TopicData_v1, 2: _d_AlterPartitionResponse_TopicData_v2, 3: _d_AlterPartitionResponse_TopicData_v2}
-AlterPartitionResponse.TopicData._ENC = {0: _e_AlterPartitionResponse_TopicData_v0, 1: _e_AlterPartitionResponse_TopicData_v1, 2: _e_AlterPartitionResponse_TopicData_v2, 3: _e_AlterPartitionResponse_TopicData_v2}
+AlterPartitionResponse.TopicData._DEC = {2: _d_AlterPartitionResponse_TopicData_v2, 3: _d_AlterPartitionResponse_TopicData_v2}
+AlterPartitionResponse.TopicData._ENC = {2: _e_AlterPartitionResponse_TopicData_v2, 3: _e_AlterPartitionResponse_TopicData_v2}
 AlterPartitionResponse.TopicData._FIELDS = (
-    FieldInfo('topic_name', 'string', (0, 1), None, None, True, None),
     FieldInfo('topic_id', 'uuid', (2, 3), None, None, True, None),
     FieldInfo('partitions', '[]PartitionData', (0, 3), None, None, False, AlterPartitionResponse.PartitionData),
 )
-AlterPartitionResponse.PartitionData._DEC = {0: _d_AlterPartitionResponse_PartitionData_v0, 1: _d_AlterPartitionResponse_PartitionData_v1, 2: _d_AlterPartitionResponse_PartitionData_v1, 3: _d_AlterPartitionResponse_PartitionData_v1}
-AlterPartitionResponse.PartitionData._ENC = {0: _e_AlterPartitionResponse_PartitionData_v0, 1: _e_AlterPartitionResponse_PartitionData_v1, 2: _e_AlterPartitionResponse_PartitionData_v1, 3: _e_AlterPartitionResponse_PartitionData_v1}
+AlterPartitionResponse.PartitionData._DEC = {2: _d_AlterPartitionResponse_PartitionData_v2, 3: _d_AlterPartitionResponse_PartitionData_v2}
+AlterPartitionResponse.PartitionData._ENC = {2: _e_AlterPartitionResponse_PartitionData_v2, 3: _e_AlterPartitionResponse_PartitionData_v2}
 AlterPartitionResponse.PartitionData._FIELDS = (
     FieldInfo('partition_index', 'int32', (0, 3), None, None, False, None),
     FieldInfo('error_code', 'int16', (0, 3), None, None, False, None),

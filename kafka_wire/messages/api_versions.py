@@ -56,32 +56,36 @@ _F_q = _S('>q')
 
 
 class ApiVersionsRequest(Struct):
-    """ApiVersionsRequest (versions 0-4, flexible from 3)."""
+    """ApiVersionsRequest (versions 0-5, flexible from 3)."""
 
-    __slots__ = ('client_software_name', 'client_software_version', 'unknown_tagged_fields',)
+    __slots__ = ('client_software_name', 'client_software_version', 'cluster_id', 'node_id', 'unknown_tagged_fields',)
     API_KEY = 18
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN = 3
     LATEST_UNSTABLE = False
 
     client_software_name: str
     client_software_version: str
+    cluster_id: str | None
+    node_id: int
     unknown_tagged_fields: TaggedFields
 
-    def __init__(self, *, client_software_name: str = '', client_software_version: str = '', unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+    def __init__(self, *, client_software_name: str = '', client_software_version: str = '', cluster_id: str | None = None, node_id: int = -1, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
+        self.cluster_id = cluster_id
+        self.node_id = node_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class ApiVersionsResponse(Struct):
-    """ApiVersionsResponse (versions 0-4, flexible from 3)."""
+    """ApiVersionsResponse (versions 0-5, flexible from 3)."""
 
     __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready', 'unknown_tagged_fields',)
     API_KEY = 18
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN = 3
     LATEST_UNSTABLE = False
 
@@ -95,7 +99,7 @@ class ApiVersionsResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class ApiVersion(Struct):
-        """ApiVersion in ApiVersionsResponse (versions 0-4, flexible from 3)."""
+        """ApiVersion in ApiVersionsResponse (versions 0-5, flexible from 3)."""
 
         __slots__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields',)
 
@@ -111,7 +115,7 @@ class ApiVersionsResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class SupportedFeatureKey(Struct):
-        """SupportedFeatureKey in ApiVersionsResponse (versions 0-4, flexible from 3)."""
+        """SupportedFeatureKey in ApiVersionsResponse (versions 0-5, flexible from 3)."""
 
         __slots__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields',)
 
@@ -127,7 +131,7 @@ class ApiVersionsResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class FinalizedFeatureKey(Struct):
-        """FinalizedFeatureKey in ApiVersionsResponse (versions 0-4, flexible from 3)."""
+        """FinalizedFeatureKey in ApiVersionsResponse (versions 0-5, flexible from 3)."""
 
         __slots__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields',)
 
@@ -157,6 +161,8 @@ def _d_ApiVersionsRequest_v0(b, p):
     o = _new(ApiVersionsRequest)
     o.client_software_name = ''
     o.client_software_version = ''
+    o.cluster_id = None
+    o.node_id = -1
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
@@ -175,6 +181,8 @@ def _d_ApiVersionsRequest_v3(b, p):
     if x is None:
         null_error('ApiVersionsRequest.client_software_version', p)
     o.client_software_version = x
+    o.cluster_id = None
+    o.node_id = -1
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -190,6 +198,46 @@ def _d_ApiVersionsRequest_v3(b, p):
 def _e_ApiVersionsRequest_v3(o, out):
     w_cstr(out, o.client_software_name, 'ApiVersionsRequest.client_software_name')
     w_cstr(out, o.client_software_version, 'ApiVersionsRequest.client_software_version')
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_ApiVersionsRequest_v5(b, p):
+    o = _new(ApiVersionsRequest)
+    x, p = r_cstr(b, p, 'ApiVersionsRequest.client_software_name')
+    if x is None:
+        null_error('ApiVersionsRequest.client_software_name', p)
+    o.client_software_name = x
+    x, p = r_cstr(b, p, 'ApiVersionsRequest.client_software_version')
+    if x is None:
+        null_error('ApiVersionsRequest.client_software_version', p)
+    o.client_software_version = x
+    x, p = r_cstr(b, p, 'ApiVersionsRequest.cluster_id')
+    o.cluster_id = x
+    if p + 4 > len(b):
+        truncated('ApiVersionsRequest.node_id', p)
+    o.node_id, = _F_i.unpack_from(b, p)
+    p += 4
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ApiVersionsRequest._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ApiVersionsRequest_v5(o, out):
+    w_cstr(out, o.client_software_name, 'ApiVersionsRequest.client_software_name')
+    w_cstr(out, o.client_software_version, 'ApiVersionsRequest.client_software_version')
+    w_ncstr(out, o.cluster_id, 'ApiVersionsRequest.cluster_id')
+    out += _F_i.pack(o.node_id)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -519,41 +567,43 @@ def _e_ApiVersionsResponse_v3(o, out):
         out.append(0)
 
 
-ApiVersionsRequest._DEC = {0: _d_ApiVersionsRequest_v0, 1: _d_ApiVersionsRequest_v0, 2: _d_ApiVersionsRequest_v0, 3: _d_ApiVersionsRequest_v3, 4: _d_ApiVersionsRequest_v3}
-ApiVersionsRequest._ENC = {0: _e_ApiVersionsRequest_v0, 1: _e_ApiVersionsRequest_v0, 2: _e_ApiVersionsRequest_v0, 3: _e_ApiVersionsRequest_v3, 4: _e_ApiVersionsRequest_v3}
+ApiVersionsRequest._DEC = {0: _d_ApiVersionsRequest_v0, 1: _d_ApiVersionsRequest_v0, 2: _d_ApiVersionsRequest_v0, 3: _d_ApiVersionsRequest_v3, 4: _d_ApiVersionsRequest_v3, 5: _d_ApiVersionsRequest_v5}
+ApiVersionsRequest._ENC = {0: _e_ApiVersionsRequest_v0, 1: _e_ApiVersionsRequest_v0, 2: _e_ApiVersionsRequest_v0, 3: _e_ApiVersionsRequest_v3, 4: _e_ApiVersionsRequest_v3, 5: _e_ApiVersionsRequest_v5}
 ApiVersionsRequest._FIELDS = (
-    FieldInfo('client_software_name', 'string', (3, 4), None, None, True, None),
-    FieldInfo('client_software_version', 'string', (3, 4), None, None, True, None),
+    FieldInfo('client_software_name', 'string', (3, 5), None, None, True, None),
+    FieldInfo('client_software_version', 'string', (3, 5), None, None, True, None),
+    FieldInfo('cluster_id', 'string', (5, 5), (5, 5), None, True, None),
+    FieldInfo('node_id', 'int32', (5, 5), None, None, True, None),
 )
-ApiVersionsResponse._DEC = {0: _d_ApiVersionsResponse_v0, 1: _d_ApiVersionsResponse_v1, 2: _d_ApiVersionsResponse_v1, 3: _d_ApiVersionsResponse_v3, 4: _d_ApiVersionsResponse_v3}
-ApiVersionsResponse._ENC = {0: _e_ApiVersionsResponse_v0, 1: _e_ApiVersionsResponse_v1, 2: _e_ApiVersionsResponse_v1, 3: _e_ApiVersionsResponse_v3, 4: _e_ApiVersionsResponse_v3}
+ApiVersionsResponse._DEC = {0: _d_ApiVersionsResponse_v0, 1: _d_ApiVersionsResponse_v1, 2: _d_ApiVersionsResponse_v1, 3: _d_ApiVersionsResponse_v3, 4: _d_ApiVersionsResponse_v3, 5: _d_ApiVersionsResponse_v3}
+ApiVersionsResponse._ENC = {0: _e_ApiVersionsResponse_v0, 1: _e_ApiVersionsResponse_v1, 2: _e_ApiVersionsResponse_v1, 3: _e_ApiVersionsResponse_v3, 4: _e_ApiVersionsResponse_v3, 5: _e_ApiVersionsResponse_v3}
 ApiVersionsResponse._FIELDS = (
-    FieldInfo('error_code', 'int16', (0, 4), None, None, False, None),
-    FieldInfo('api_keys', '[]ApiVersion', (0, 4), None, None, False, ApiVersionsResponse.ApiVersion),
-    FieldInfo('throttle_time_ms', 'int32', (1, 4), None, None, True, None),
-    FieldInfo('supported_features', '[]SupportedFeatureKey', (3, 4), None, 0, True, ApiVersionsResponse.SupportedFeatureKey),
-    FieldInfo('finalized_features_epoch', 'int64', (3, 4), None, 1, True, None),
-    FieldInfo('finalized_features', '[]FinalizedFeatureKey', (3, 4), None, 2, True, ApiVersionsResponse.FinalizedFeatureKey),
-    FieldInfo('zk_migration_ready', 'bool', (3, 4), None, 3, True, None),
+    FieldInfo('error_code', 'int16', (0, 5), None, None, False, None),
+    FieldInfo('api_keys', '[]ApiVersion', (0, 5), None, None, False, ApiVersionsResponse.ApiVersion),
+    FieldInfo('throttle_time_ms', 'int32', (1, 5), None, None, True, None),
+    FieldInfo('supported_features', '[]SupportedFeatureKey', (3, 5), None, 0, True, ApiVersionsResponse.SupportedFeatureKey),
+    FieldInfo('finalized_features_epoch', 'int64', (3, 5), None, 1, True, None),
+    FieldInfo('finalized_features', '[]FinalizedFeatureKey', (3, 5), None, 2, True, ApiVersionsResponse.FinalizedFeatureKey),
+    FieldInfo('zk_migration_ready', 'bool', (3, 5), None, 3, True, None),
 )
-ApiVersionsResponse.ApiVersion._DEC = {0: _d_ApiVersionsResponse_ApiVersion_v0, 1: _d_ApiVersionsResponse_ApiVersion_v0, 2: _d_ApiVersionsResponse_ApiVersion_v0, 3: _d_ApiVersionsResponse_ApiVersion_v3, 4: _d_ApiVersionsResponse_ApiVersion_v3}
-ApiVersionsResponse.ApiVersion._ENC = {0: _e_ApiVersionsResponse_ApiVersion_v0, 1: _e_ApiVersionsResponse_ApiVersion_v0, 2: _e_ApiVersionsResponse_ApiVersion_v0, 3: _e_ApiVersionsResponse_ApiVersion_v3, 4: _e_ApiVersionsResponse_ApiVersion_v3}
+ApiVersionsResponse.ApiVersion._DEC = {0: _d_ApiVersionsResponse_ApiVersion_v0, 1: _d_ApiVersionsResponse_ApiVersion_v0, 2: _d_ApiVersionsResponse_ApiVersion_v0, 3: _d_ApiVersionsResponse_ApiVersion_v3, 4: _d_ApiVersionsResponse_ApiVersion_v3, 5: _d_ApiVersionsResponse_ApiVersion_v3}
+ApiVersionsResponse.ApiVersion._ENC = {0: _e_ApiVersionsResponse_ApiVersion_v0, 1: _e_ApiVersionsResponse_ApiVersion_v0, 2: _e_ApiVersionsResponse_ApiVersion_v0, 3: _e_ApiVersionsResponse_ApiVersion_v3, 4: _e_ApiVersionsResponse_ApiVersion_v3, 5: _e_ApiVersionsResponse_ApiVersion_v3}
 ApiVersionsResponse.ApiVersion._FIELDS = (
-    FieldInfo('api_key', 'int16', (0, 4), None, None, False, None),
-    FieldInfo('min_version', 'int16', (0, 4), None, None, False, None),
-    FieldInfo('max_version', 'int16', (0, 4), None, None, False, None),
+    FieldInfo('api_key', 'int16', (0, 5), None, None, False, None),
+    FieldInfo('min_version', 'int16', (0, 5), None, None, False, None),
+    FieldInfo('max_version', 'int16', (0, 5), None, None, False, None),
 )
-ApiVersionsResponse.SupportedFeatureKey._DEC = {3: _d_ApiVersionsResponse_SupportedFeatureKey_v3, 4: _d_ApiVersionsResponse_SupportedFeatureKey_v3}
-ApiVersionsResponse.SupportedFeatureKey._ENC = {3: _e_ApiVersionsResponse_SupportedFeatureKey_v3, 4: _e_ApiVersionsResponse_SupportedFeatureKey_v3}
+ApiVersionsResponse.SupportedFeatureKey._DEC = {3: _d_ApiVersionsResponse_SupportedFeatureKey_v3, 4: _d_ApiVersionsResponse_SupportedFeatureKey_v3, 5: _d_ApiVersionsResponse_SupportedFeatureKey_v3}
+ApiVersionsResponse.SupportedFeatureKey._ENC = {3: _e_ApiVersionsResponse_SupportedFeatureKey_v3, 4: _e_ApiVersionsResponse_SupportedFeatureKey_v3, 5: _e_ApiVersionsResponse_SupportedFeatureKey_v3}
 ApiVersionsResponse.SupportedFeatureKey._FIELDS = (
-    FieldInfo('name', 'string', (3, 4), None, None, False, None),
-    FieldInfo('min_version', 'int16', (3, 4), None, None, False, None),
-    FieldInfo('max_version', 'int16', (3, 4), None, None, False, None),
+    FieldInfo('name', 'string', (3, 5), None, None, False, None),
+    FieldInfo('min_version', 'int16', (3, 5), None, None, False, None),
+    FieldInfo('max_version', 'int16', (3, 5), None, None, False, None),
 )
-ApiVersionsResponse.FinalizedFeatureKey._DEC = {3: _d_ApiVersionsResponse_FinalizedFeatureKey_v3, 4: _d_ApiVersionsResponse_FinalizedFeatureKey_v3}
-ApiVersionsResponse.FinalizedFeatureKey._ENC = {3: _e_ApiVersionsResponse_FinalizedFeatureKey_v3, 4: _e_ApiVersionsResponse_FinalizedFeatureKey_v3}
+ApiVersionsResponse.FinalizedFeatureKey._DEC = {3: _d_ApiVersionsResponse_FinalizedFeatureKey_v3, 4: _d_ApiVersionsResponse_FinalizedFeatureKey_v3, 5: _d_ApiVersionsResponse_FinalizedFeatureKey_v3}
+ApiVersionsResponse.FinalizedFeatureKey._ENC = {3: _e_ApiVersionsResponse_FinalizedFeatureKey_v3, 4: _e_ApiVersionsResponse_FinalizedFeatureKey_v3, 5: _e_ApiVersionsResponse_FinalizedFeatureKey_v3}
 ApiVersionsResponse.FinalizedFeatureKey._FIELDS = (
-    FieldInfo('name', 'string', (3, 4), None, None, False, None),
-    FieldInfo('max_version_level', 'int16', (3, 4), None, None, False, None),
-    FieldInfo('min_version_level', 'int16', (3, 4), None, None, False, None),
+    FieldInfo('name', 'string', (3, 5), None, None, False, None),
+    FieldInfo('max_version_level', 'int16', (3, 5), None, None, False, None),
+    FieldInfo('min_version_level', 'int16', (3, 5), None, None, False, None),
 )

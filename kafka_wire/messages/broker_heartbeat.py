@@ -52,12 +52,12 @@ _F_iqqZZ = _S('>iqq??')
 
 
 class BrokerHeartbeatRequest(Struct):
-    """BrokerHeartbeatRequest (versions 0-1, flexible from 0)."""
+    """BrokerHeartbeatRequest (versions 0-2, flexible from 0)."""
 
-    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'unknown_tagged_fields',)
+    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'cordoned_log_dirs', 'unknown_tagged_fields',)
     API_KEY = 63
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -67,25 +67,27 @@ class BrokerHeartbeatRequest(Struct):
     want_fence: bool
     want_shut_down: bool
     offline_log_dirs: list[UUID]
+    cordoned_log_dirs: list[UUID] | None
     unknown_tagged_fields: TaggedFields
 
-    def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, current_metadata_offset: int = 0, want_fence: bool = False, want_shut_down: bool = False, offline_log_dirs: list[UUID] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+    def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, current_metadata_offset: int = 0, want_fence: bool = False, want_shut_down: bool = False, offline_log_dirs: list[UUID] = ..., cordoned_log_dirs: list[UUID] | None = None, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.current_metadata_offset = current_metadata_offset
         self.want_fence = want_fence
         self.want_shut_down = want_shut_down
         self.offline_log_dirs = [] if offline_log_dirs is ... else offline_log_dirs
+        self.cordoned_log_dirs = cordoned_log_dirs
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class BrokerHeartbeatResponse(Struct):
-    """BrokerHeartbeatResponse (versions 0-1, flexible from 0)."""
+    """BrokerHeartbeatResponse (versions 0-2, flexible from 0)."""
 
     __slots__ = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down', 'unknown_tagged_fields',)
     API_KEY = 63
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -112,6 +114,7 @@ def _d_BrokerHeartbeatRequest_v0(b, p):
     o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down = _F_iqqZZ.unpack_from(b, p)
     p += 22
     o.offline_log_dirs = []
+    o.cordoned_log_dirs = None
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -127,6 +130,8 @@ def _d_BrokerHeartbeatRequest_v0(b, p):
 def _e_BrokerHeartbeatRequest_v0(o, out):
     if o.offline_log_dirs != []:
         not_in_version('BrokerHeartbeatRequest.offline_log_dirs', 0)
+    if o.cordoned_log_dirs != None:
+        not_in_version('BrokerHeartbeatRequest.cordoned_log_dirs', 0)
     out += _F_iqqZZ.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     u = o.unknown_tagged_fields
     if u:
@@ -152,6 +157,7 @@ def _d_BrokerHeartbeatRequest_v1(b, p):
     o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down = _F_iqqZZ.unpack_from(b, p)
     p += 22
     o.offline_log_dirs = []
+    o.cordoned_log_dirs = None
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -178,11 +184,72 @@ def _te_BrokerHeartbeatRequest_BrokerHeartbeatRequest_offline_log_dirs_v1(out, x
 
 
 def _e_BrokerHeartbeatRequest_v1(o, out):
+    if o.cordoned_log_dirs != None:
+        not_in_version('BrokerHeartbeatRequest.cordoned_log_dirs', 1)
     out += _F_iqqZZ.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     u = o.unknown_tagged_fields
     t = list(u) if u else []
     if o.offline_log_dirs != []:
         t.append((0, tagged_payload(_te_BrokerHeartbeatRequest_BrokerHeartbeatRequest_offline_log_dirs_v1, o.offline_log_dirs, 'BrokerHeartbeatRequest.offline_log_dirs')))
+    if t:
+        w_tags(out, t)
+    else:
+        out.append(0)
+
+
+def _t_BrokerHeartbeatRequest_BrokerHeartbeatRequest_cordoned_log_dirs_v2(b, p, w):
+    c, p = r_calen(b, p, 16, w)
+    if c < 0:
+        x = None
+    else:
+        x = [UUID(bytes=bytes(b[p + 16 * i:p + 16 * i + 16])) for i in range(c)]
+        p += 16 * c
+    return x, p
+
+
+def _d_BrokerHeartbeatRequest_v2(b, p):
+    o = _new(BrokerHeartbeatRequest)
+    if p + 22 > len(b):
+        truncated('BrokerHeartbeatRequest.broker_id', p)
+    o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down = _F_iqqZZ.unpack_from(b, p)
+    p += 22
+    o.offline_log_dirs = []
+    o.cordoned_log_dirs = None
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'BrokerHeartbeatRequest._tagged_fields')
+        u = []
+        for t, d in tags:
+            if t == 0:
+                o.offline_log_dirs = decode_tagged(_t_BrokerHeartbeatRequest_BrokerHeartbeatRequest_offline_log_dirs_v1, d, 'BrokerHeartbeatRequest.offline_log_dirs')
+            elif t == 1:
+                o.cordoned_log_dirs = decode_tagged(_t_BrokerHeartbeatRequest_BrokerHeartbeatRequest_cordoned_log_dirs_v2, d, 'BrokerHeartbeatRequest.cordoned_log_dirs')
+            else:
+                u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _te_BrokerHeartbeatRequest_BrokerHeartbeatRequest_cordoned_log_dirs_v2(out, x, w):
+    a = x
+    if a is None:
+        out.append(0)
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            out += e.bytes
+
+
+def _e_BrokerHeartbeatRequest_v2(o, out):
+    out += _F_iqqZZ.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
+    u = o.unknown_tagged_fields
+    t = list(u) if u else []
+    if o.offline_log_dirs != []:
+        t.append((0, tagged_payload(_te_BrokerHeartbeatRequest_BrokerHeartbeatRequest_offline_log_dirs_v1, o.offline_log_dirs, 'BrokerHeartbeatRequest.offline_log_dirs')))
+    if o.cordoned_log_dirs != None:
+        t.append((1, tagged_payload(_te_BrokerHeartbeatRequest_BrokerHeartbeatRequest_cordoned_log_dirs_v2, o.cordoned_log_dirs, 'BrokerHeartbeatRequest.cordoned_log_dirs')))
     if t:
         w_tags(out, t)
     else:
@@ -216,22 +283,23 @@ def _e_BrokerHeartbeatResponse_v0(o, out):
         out.append(0)
 
 
-BrokerHeartbeatRequest._DEC = {0: _d_BrokerHeartbeatRequest_v0, 1: _d_BrokerHeartbeatRequest_v1}
-BrokerHeartbeatRequest._ENC = {0: _e_BrokerHeartbeatRequest_v0, 1: _e_BrokerHeartbeatRequest_v1}
+BrokerHeartbeatRequest._DEC = {0: _d_BrokerHeartbeatRequest_v0, 1: _d_BrokerHeartbeatRequest_v1, 2: _d_BrokerHeartbeatRequest_v2}
+BrokerHeartbeatRequest._ENC = {0: _e_BrokerHeartbeatRequest_v0, 1: _e_BrokerHeartbeatRequest_v1, 2: _e_BrokerHeartbeatRequest_v2}
 BrokerHeartbeatRequest._FIELDS = (
-    FieldInfo('broker_id', 'int32', (0, 1), None, None, False, None),
-    FieldInfo('broker_epoch', 'int64', (0, 1), None, None, False, None),
-    FieldInfo('current_metadata_offset', 'int64', (0, 1), None, None, False, None),
-    FieldInfo('want_fence', 'bool', (0, 1), None, None, False, None),
-    FieldInfo('want_shut_down', 'bool', (0, 1), None, None, False, None),
-    FieldInfo('offline_log_dirs', '[]uuid', (1, 1), None, '0', False, None),
+    FieldInfo('broker_id', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('broker_epoch', 'int64', (0, 2), None, None, False, None),
+    FieldInfo('current_metadata_offset', 'int64', (0, 2), None, None, False, None),
+    FieldInfo('want_fence', 'bool', (0, 2), None, None, False, None),
+    FieldInfo('want_shut_down', 'bool', (0, 2), None, None, False, None),
+    FieldInfo('offline_log_dirs', '[]uuid', (1, 2), None, 0, False, None),
+    FieldInfo('cordoned_log_dirs', '[]uuid', (2, 2), (2, 2), 1, False, None),
 )
-BrokerHeartbeatResponse._DEC = {0: _d_BrokerHeartbeatResponse_v0, 1: _d_BrokerHeartbeatResponse_v0}
-BrokerHeartbeatResponse._ENC = {0: _e_BrokerHeartbeatResponse_v0, 1: _e_BrokerHeartbeatResponse_v0}
+BrokerHeartbeatResponse._DEC = {0: _d_BrokerHeartbeatResponse_v0, 1: _d_BrokerHeartbeatResponse_v0, 2: _d_BrokerHeartbeatResponse_v0}
+BrokerHeartbeatResponse._ENC = {0: _e_BrokerHeartbeatResponse_v0, 1: _e_BrokerHeartbeatResponse_v0, 2: _e_BrokerHeartbeatResponse_v0}
 BrokerHeartbeatResponse._FIELDS = (
-    FieldInfo('throttle_time_ms', 'int32', (0, 1), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 1), None, None, False, None),
-    FieldInfo('is_caught_up', 'bool', (0, 1), None, None, False, None),
-    FieldInfo('is_fenced', 'bool', (0, 1), None, None, False, None),
-    FieldInfo('should_shut_down', 'bool', (0, 1), None, None, False, None),
+    FieldInfo('throttle_time_ms', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
+    FieldInfo('is_caught_up', 'bool', (0, 2), None, None, False, None),
+    FieldInfo('is_fenced', 'bool', (0, 2), None, None, False, None),
+    FieldInfo('should_shut_down', 'bool', (0, 2), None, None, False, None),
 )

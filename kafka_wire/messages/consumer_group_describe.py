@@ -49,18 +49,19 @@ _new = object.__new__
 
 _F_U = _S('>16s')
 _F_Z = _S('>?')
+_F_b = _S('>b')
 _F_h = _S('>h')
 _F_i = _S('>i')
 _F_ii = _S('>ii')
 
 
 class ConsumerGroupDescribeRequest(Struct):
-    """ConsumerGroupDescribeRequest (versions 0-0, flexible from 0)."""
+    """ConsumerGroupDescribeRequest (versions 0-1, flexible from 0)."""
 
     __slots__ = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields',)
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -75,12 +76,12 @@ class ConsumerGroupDescribeRequest(Struct):
 
 
 class ConsumerGroupDescribeResponse(Struct):
-    """ConsumerGroupDescribeResponse (versions 0-0, flexible from 0)."""
+    """ConsumerGroupDescribeResponse (versions 0-1, flexible from 0)."""
 
     __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields',)
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -89,7 +90,7 @@ class ConsumerGroupDescribeResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class TopicPartitions(Struct):
-        """TopicPartitions in ConsumerGroupDescribeResponse (versions 0-0, flexible from 0)."""
+        """TopicPartitions in ConsumerGroupDescribeResponse (versions 0-1, flexible from 0)."""
 
         __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields',)
 
@@ -105,7 +106,7 @@ class ConsumerGroupDescribeResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class Assignment(Struct):
-        """Assignment in ConsumerGroupDescribeResponse (versions 0-0, flexible from 0)."""
+        """Assignment in ConsumerGroupDescribeResponse (versions 0-1, flexible from 0)."""
 
         __slots__ = ('topic_partitions', 'unknown_tagged_fields',)
 
@@ -117,7 +118,7 @@ class ConsumerGroupDescribeResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class DescribedGroup(Struct):
-        """DescribedGroup in ConsumerGroupDescribeResponse (versions 0-0, flexible from 0)."""
+        """DescribedGroup in ConsumerGroupDescribeResponse (versions 0-1, flexible from 0)."""
 
         __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields',)
 
@@ -145,9 +146,9 @@ class ConsumerGroupDescribeResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class Member(Struct):
-        """Member in ConsumerGroupDescribeResponse (versions 0-0, flexible from 0)."""
+        """Member in ConsumerGroupDescribeResponse (versions 0-1, flexible from 0)."""
 
-        __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'unknown_tagged_fields',)
+        __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type', 'unknown_tagged_fields',)
 
         member_id: str
         instance_id: str | None
@@ -159,9 +160,10 @@ class ConsumerGroupDescribeResponse(Struct):
         subscribed_topic_regex: str | None
         assignment: ConsumerGroupDescribeResponse.Assignment
         target_assignment: ConsumerGroupDescribeResponse.Assignment
+        member_type: int
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, member_id: str = '', instance_id: str | None = None, rack_id: str | None = None, member_epoch: int = 0, client_id: str = '', client_host: str = '', subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = None, assignment: ConsumerGroupDescribeResponse.Assignment = ..., target_assignment: ConsumerGroupDescribeResponse.Assignment = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, member_id: str = '', instance_id: str | None = None, rack_id: str | None = None, member_epoch: int = 0, client_id: str = '', client_host: str = '', subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = None, assignment: ConsumerGroupDescribeResponse.Assignment = ..., target_assignment: ConsumerGroupDescribeResponse.Assignment = ..., member_type: int = -1, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.member_id = member_id
             self.instance_id = instance_id
             self.rack_id = rack_id
@@ -172,6 +174,7 @@ class ConsumerGroupDescribeResponse(Struct):
             self.subscribed_topic_regex = subscribed_topic_regex
             self.assignment = ConsumerGroupDescribeResponse.Assignment() if assignment is ... else assignment
             self.target_assignment = ConsumerGroupDescribeResponse.Assignment() if target_assignment is ... else target_assignment
+            self.member_type = member_type
             self.unknown_tagged_fields = unknown_tagged_fields
 
     def __init__(self, *, throttle_time_ms: int = 0, groups: list[ConsumerGroupDescribeResponse.DescribedGroup] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
@@ -348,6 +351,7 @@ def _d_ConsumerGroupDescribeResponse_Member_v0(b, p):
     o.assignment = x
     x, p = _d_ConsumerGroupDescribeResponse_Assignment_v0(b, p)
     o.target_assignment = x
+    o.member_type = -1
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -506,54 +510,257 @@ def _e_ConsumerGroupDescribeResponse_v0(o, out):
         out.append(0)
 
 
-ConsumerGroupDescribeRequest._DEC = {0: _d_ConsumerGroupDescribeRequest_v0}
-ConsumerGroupDescribeRequest._ENC = {0: _e_ConsumerGroupDescribeRequest_v0}
+def _d_ConsumerGroupDescribeResponse_Member_v1(b, p):
+    o = _new(ConsumerGroupDescribeResponse.Member)
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.Member.member_id')
+    if x is None:
+        null_error('ConsumerGroupDescribeResponse.Member.member_id', p)
+    o.member_id = x
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.Member.instance_id')
+    o.instance_id = x
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.Member.rack_id')
+    o.rack_id = x
+    if p + 4 > len(b):
+        truncated('ConsumerGroupDescribeResponse.Member.member_epoch', p)
+    o.member_epoch, = _F_i.unpack_from(b, p)
+    p += 4
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.Member.client_id')
+    if x is None:
+        null_error('ConsumerGroupDescribeResponse.Member.client_id', p)
+    o.client_id = x
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.Member.client_host')
+    if x is None:
+        null_error('ConsumerGroupDescribeResponse.Member.client_host', p)
+    o.client_host = x
+    c, p = r_calen(b, p, 1, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_names')
+    if c < 0:
+        null_error('ConsumerGroupDescribeResponse.Member.subscribed_topic_names', p)
+    else:
+        x = []
+        for _ in range(c):
+            s, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_names')
+            if s is None:
+                null_error('ConsumerGroupDescribeResponse.Member.subscribed_topic_names', p)
+            x.append(s)
+    o.subscribed_topic_names = x
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_regex')
+    o.subscribed_topic_regex = x
+    x, p = _d_ConsumerGroupDescribeResponse_Assignment_v0(b, p)
+    o.assignment = x
+    x, p = _d_ConsumerGroupDescribeResponse_Assignment_v0(b, p)
+    o.target_assignment = x
+    if p + 1 > len(b):
+        truncated('ConsumerGroupDescribeResponse.Member.member_type', p)
+    o.member_type, = _F_b.unpack_from(b, p)
+    p += 1
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ConsumerGroupDescribeResponse.Member._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ConsumerGroupDescribeResponse_Member_v1(o, out):
+    w_cstr(out, o.member_id, 'ConsumerGroupDescribeResponse.Member.member_id')
+    w_ncstr(out, o.instance_id, 'ConsumerGroupDescribeResponse.Member.instance_id')
+    w_ncstr(out, o.rack_id, 'ConsumerGroupDescribeResponse.Member.rack_id')
+    out += _F_i.pack(o.member_epoch)
+    w_cstr(out, o.client_id, 'ConsumerGroupDescribeResponse.Member.client_id')
+    w_cstr(out, o.client_host, 'ConsumerGroupDescribeResponse.Member.client_host')
+    a = o.subscribed_topic_names
+    if a is None:
+        raise EncodeError('ConsumerGroupDescribeResponse.Member.subscribed_topic_names' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            w_cstr(out, e, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_names')
+    w_ncstr(out, o.subscribed_topic_regex, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_regex')
+    s = o.assignment
+    if s is None:
+        raise EncodeError('ConsumerGroupDescribeResponse.Member.assignment' + ': null is not allowed in this version')
+    _e_ConsumerGroupDescribeResponse_Assignment_v0(s, out)
+    s = o.target_assignment
+    if s is None:
+        raise EncodeError('ConsumerGroupDescribeResponse.Member.target_assignment' + ': null is not allowed in this version')
+    _e_ConsumerGroupDescribeResponse_Assignment_v0(s, out)
+    out += _F_b.pack(o.member_type)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_ConsumerGroupDescribeResponse_DescribedGroup_v1(b, p):
+    o = _new(ConsumerGroupDescribeResponse.DescribedGroup)
+    if p + 2 > len(b):
+        truncated('ConsumerGroupDescribeResponse.DescribedGroup.error_code', p)
+    o.error_code, = _F_h.unpack_from(b, p)
+    p += 2
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.DescribedGroup.error_message')
+    o.error_message = x
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.DescribedGroup.group_id')
+    if x is None:
+        null_error('ConsumerGroupDescribeResponse.DescribedGroup.group_id', p)
+    o.group_id = x
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.DescribedGroup.group_state')
+    if x is None:
+        null_error('ConsumerGroupDescribeResponse.DescribedGroup.group_state', p)
+    o.group_state = x
+    if p + 8 > len(b):
+        truncated('ConsumerGroupDescribeResponse.DescribedGroup.group_epoch', p)
+    o.group_epoch, o.assignment_epoch = _F_ii.unpack_from(b, p)
+    p += 8
+    x, p = r_cstr(b, p, 'ConsumerGroupDescribeResponse.DescribedGroup.assignor_name')
+    if x is None:
+        null_error('ConsumerGroupDescribeResponse.DescribedGroup.assignor_name', p)
+    o.assignor_name = x
+    c, p = r_calen(b, p, 17, 'ConsumerGroupDescribeResponse.DescribedGroup.members')
+    if c < 0:
+        null_error('ConsumerGroupDescribeResponse.DescribedGroup.members', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_ConsumerGroupDescribeResponse_Member_v1(b, p)
+            ap(e)
+    o.members = x
+    if p + 4 > len(b):
+        truncated('ConsumerGroupDescribeResponse.DescribedGroup.authorized_operations', p)
+    o.authorized_operations, = _F_i.unpack_from(b, p)
+    p += 4
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ConsumerGroupDescribeResponse.DescribedGroup._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ConsumerGroupDescribeResponse_DescribedGroup_v1(o, out):
+    out += _F_h.pack(o.error_code)
+    w_ncstr(out, o.error_message, 'ConsumerGroupDescribeResponse.DescribedGroup.error_message')
+    w_cstr(out, o.group_id, 'ConsumerGroupDescribeResponse.DescribedGroup.group_id')
+    w_cstr(out, o.group_state, 'ConsumerGroupDescribeResponse.DescribedGroup.group_state')
+    out += _F_ii.pack(o.group_epoch, o.assignment_epoch)
+    w_cstr(out, o.assignor_name, 'ConsumerGroupDescribeResponse.DescribedGroup.assignor_name')
+    a = o.members
+    if a is None:
+        raise EncodeError('ConsumerGroupDescribeResponse.DescribedGroup.members' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ConsumerGroupDescribeResponse_Member_v1(e, out)
+    out += _F_i.pack(o.authorized_operations)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_ConsumerGroupDescribeResponse_v1(b, p):
+    o = _new(ConsumerGroupDescribeResponse)
+    if p + 4 > len(b):
+        truncated('ConsumerGroupDescribeResponse.throttle_time_ms', p)
+    o.throttle_time_ms, = _F_i.unpack_from(b, p)
+    p += 4
+    c, p = r_calen(b, p, 20, 'ConsumerGroupDescribeResponse.groups')
+    if c < 0:
+        null_error('ConsumerGroupDescribeResponse.groups', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_ConsumerGroupDescribeResponse_DescribedGroup_v1(b, p)
+            ap(e)
+    o.groups = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ConsumerGroupDescribeResponse._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ConsumerGroupDescribeResponse_v1(o, out):
+    out += _F_i.pack(o.throttle_time_ms)
+    a = o.groups
+    if a is None:
+        raise EncodeError('ConsumerGroupDescribeResponse.groups' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ConsumerGroupDescribeResponse_DescribedGroup_v1(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+ConsumerGroupDescribeRequest._DEC = {0: _d_ConsumerGroupDescribeRequest_v0, 1: _d_ConsumerGroupDescribeRequest_v0}
+ConsumerGroupDescribeRequest._ENC = {0: _e_ConsumerGroupDescribeRequest_v0, 1: _e_ConsumerGroupDescribeRequest_v0}
 ConsumerGroupDescribeRequest._FIELDS = (
-    FieldInfo('group_ids', '[]string', (0, 0), None, None, False, None),
-    FieldInfo('include_authorized_operations', 'bool', (0, 0), None, None, False, None),
+    FieldInfo('group_ids', '[]string', (0, 1), None, None, False, None),
+    FieldInfo('include_authorized_operations', 'bool', (0, 1), None, None, False, None),
 )
-ConsumerGroupDescribeResponse._DEC = {0: _d_ConsumerGroupDescribeResponse_v0}
-ConsumerGroupDescribeResponse._ENC = {0: _e_ConsumerGroupDescribeResponse_v0}
+ConsumerGroupDescribeResponse._DEC = {0: _d_ConsumerGroupDescribeResponse_v0, 1: _d_ConsumerGroupDescribeResponse_v1}
+ConsumerGroupDescribeResponse._ENC = {0: _e_ConsumerGroupDescribeResponse_v0, 1: _e_ConsumerGroupDescribeResponse_v1}
 ConsumerGroupDescribeResponse._FIELDS = (
-    FieldInfo('throttle_time_ms', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('groups', '[]DescribedGroup', (0, 0), None, None, False, ConsumerGroupDescribeResponse.DescribedGroup),
+    FieldInfo('throttle_time_ms', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('groups', '[]DescribedGroup', (0, 1), None, None, False, ConsumerGroupDescribeResponse.DescribedGroup),
 )
-ConsumerGroupDescribeResponse.TopicPartitions._DEC = {0: _d_ConsumerGroupDescribeResponse_TopicPartitions_v0}
-ConsumerGroupDescribeResponse.TopicPartitions._ENC = {0: _e_ConsumerGroupDescribeResponse_TopicPartitions_v0}
+ConsumerGroupDescribeResponse.TopicPartitions._DEC = {0: _d_ConsumerGroupDescribeResponse_TopicPartitions_v0, 1: _d_ConsumerGroupDescribeResponse_TopicPartitions_v0}
+ConsumerGroupDescribeResponse.TopicPartitions._ENC = {0: _e_ConsumerGroupDescribeResponse_TopicPartitions_v0, 1: _e_ConsumerGroupDescribeResponse_TopicPartitions_v0}
 ConsumerGroupDescribeResponse.TopicPartitions._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('topic_name', 'string', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]int32', (0, 0), None, None, False, None),
+    FieldInfo('topic_id', 'uuid', (0, 1), None, None, False, None),
+    FieldInfo('topic_name', 'string', (0, 1), None, None, False, None),
+    FieldInfo('partitions', '[]int32', (0, 1), None, None, False, None),
 )
-ConsumerGroupDescribeResponse.Assignment._DEC = {0: _d_ConsumerGroupDescribeResponse_Assignment_v0}
-ConsumerGroupDescribeResponse.Assignment._ENC = {0: _e_ConsumerGroupDescribeResponse_Assignment_v0}
+ConsumerGroupDescribeResponse.Assignment._DEC = {0: _d_ConsumerGroupDescribeResponse_Assignment_v0, 1: _d_ConsumerGroupDescribeResponse_Assignment_v0}
+ConsumerGroupDescribeResponse.Assignment._ENC = {0: _e_ConsumerGroupDescribeResponse_Assignment_v0, 1: _e_ConsumerGroupDescribeResponse_Assignment_v0}
 ConsumerGroupDescribeResponse.Assignment._FIELDS = (
-    FieldInfo('topic_partitions', '[]TopicPartitions', (0, 0), None, None, False, ConsumerGroupDescribeResponse.TopicPartitions),
+    FieldInfo('topic_partitions', '[]TopicPartitions', (0, 1), None, None, False, ConsumerGroupDescribeResponse.TopicPartitions),
 )
-ConsumerGroupDescribeResponse.DescribedGroup._DEC = {0: _d_ConsumerGroupDescribeResponse_DescribedGroup_v0}
-ConsumerGroupDescribeResponse.DescribedGroup._ENC = {0: _e_ConsumerGroupDescribeResponse_DescribedGroup_v0}
+ConsumerGroupDescribeResponse.DescribedGroup._DEC = {0: _d_ConsumerGroupDescribeResponse_DescribedGroup_v0, 1: _d_ConsumerGroupDescribeResponse_DescribedGroup_v1}
+ConsumerGroupDescribeResponse.DescribedGroup._ENC = {0: _e_ConsumerGroupDescribeResponse_DescribedGroup_v0, 1: _e_ConsumerGroupDescribeResponse_DescribedGroup_v1}
 ConsumerGroupDescribeResponse.DescribedGroup._FIELDS = (
-    FieldInfo('error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('group_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('group_state', 'string', (0, 0), None, None, False, None),
-    FieldInfo('group_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('assignment_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('assignor_name', 'string', (0, 0), None, None, False, None),
-    FieldInfo('members', '[]Member', (0, 0), None, None, False, ConsumerGroupDescribeResponse.Member),
-    FieldInfo('authorized_operations', 'int32', (0, 0), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 1), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 1), (0, 1), None, False, None),
+    FieldInfo('group_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('group_state', 'string', (0, 1), None, None, False, None),
+    FieldInfo('group_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('assignment_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('assignor_name', 'string', (0, 1), None, None, False, None),
+    FieldInfo('members', '[]Member', (0, 1), None, None, False, ConsumerGroupDescribeResponse.Member),
+    FieldInfo('authorized_operations', 'int32', (0, 1), None, None, False, None),
 )
-ConsumerGroupDescribeResponse.Member._DEC = {0: _d_ConsumerGroupDescribeResponse_Member_v0}
-ConsumerGroupDescribeResponse.Member._ENC = {0: _e_ConsumerGroupDescribeResponse_Member_v0}
+ConsumerGroupDescribeResponse.Member._DEC = {0: _d_ConsumerGroupDescribeResponse_Member_v0, 1: _d_ConsumerGroupDescribeResponse_Member_v1}
+ConsumerGroupDescribeResponse.Member._ENC = {0: _e_ConsumerGroupDescribeResponse_Member_v0, 1: _e_ConsumerGroupDescribeResponse_Member_v1}
 ConsumerGroupDescribeResponse.Member._FIELDS = (
-    FieldInfo('member_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('instance_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('rack_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('member_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('client_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('client_host', 'string', (0, 0), None, None, False, None),
-    FieldInfo('subscribed_topic_names', '[]string', (0, 0), None, None, False, None),
-    FieldInfo('subscribed_topic_regex', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('assignment', 'Assignment', (0, 0), None, None, False, ConsumerGroupDescribeResponse.Assignment),
-    FieldInfo('target_assignment', 'Assignment', (0, 0), None, None, False, ConsumerGroupDescribeResponse.Assignment),
+    FieldInfo('member_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('instance_id', 'string', (0, 1), (0, 1), None, False, None),
+    FieldInfo('rack_id', 'string', (0, 1), (0, 1), None, False, None),
+    FieldInfo('member_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('client_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('client_host', 'string', (0, 1), None, None, False, None),
+    FieldInfo('subscribed_topic_names', '[]string', (0, 1), None, None, False, None),
+    FieldInfo('subscribed_topic_regex', 'string', (0, 1), (0, 1), None, False, None),
+    FieldInfo('assignment', 'Assignment', (0, 1), None, None, False, ConsumerGroupDescribeResponse.Assignment),
+    FieldInfo('target_assignment', 'Assignment', (0, 1), None, None, False, ConsumerGroupDescribeResponse.Assignment),
+    FieldInfo('member_type', 'int8', (1, 1), None, None, True, None),
 )

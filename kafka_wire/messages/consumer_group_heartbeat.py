@@ -61,7 +61,7 @@ class ConsumerGroupHeartbeatRequest(Struct):
     MIN_VERSION = 0
     MAX_VERSION = 1
     FLEXIBLE_MIN = 0
-    LATEST_UNSTABLE = True
+    LATEST_UNSTABLE = False
 
     group_id: str
     member_id: str

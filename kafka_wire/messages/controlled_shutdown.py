@@ -47,262 +47,45 @@ from kafka_wire.primitives import (
 
 _new = object.__new__
 
-_F_h = _S('>h')
-_F_i = _S('>i')
-_F_iq = _S('>iq')
 
 
 class ControlledShutdownRequest(Struct):
-    """ControlledShutdownRequest (versions 0-3, flexible from 3)."""
+    """ControlledShutdownRequest (versions 1-0)."""
 
-    __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields',)
+    __slots__ = ('unknown_tagged_fields',)
     API_KEY = 7
-    MIN_VERSION = 0
-    MAX_VERSION = 3
-    FLEXIBLE_MIN = 3
+    MIN_VERSION = 1
+    MAX_VERSION = 0
+    FLEXIBLE_MIN = None
     LATEST_UNSTABLE = False
 
-    broker_id: int
-    broker_epoch: int
     unknown_tagged_fields: TaggedFields
 
-    def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
-        self.broker_id = broker_id
-        self.broker_epoch = broker_epoch
+    def __init__(self, *, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class ControlledShutdownResponse(Struct):
-    """ControlledShutdownResponse (versions 0-3, flexible from 3)."""
+    """ControlledShutdownResponse (versions 1-0)."""
 
-    __slots__ = ('error_code', 'remaining_partitions', 'unknown_tagged_fields',)
+    __slots__ = ('unknown_tagged_fields',)
     API_KEY = 7
-    MIN_VERSION = 0
-    MAX_VERSION = 3
-    FLEXIBLE_MIN = 3
+    MIN_VERSION = 1
+    MAX_VERSION = 0
+    FLEXIBLE_MIN = None
     LATEST_UNSTABLE = False
 
-    error_code: int
-    remaining_partitions: list[ControlledShutdownResponse.RemainingPartition]
     unknown_tagged_fields: TaggedFields
 
-    class RemainingPartition(Struct):
-        """RemainingPartition in ControlledShutdownResponse (versions 0-3, flexible from 3)."""
-
-        __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields',)
-
-        topic_name: str
-        partition_index: int
-        unknown_tagged_fields: TaggedFields
-
-        def __init__(self, *, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
-            self.topic_name = topic_name
-            self.partition_index = partition_index
-            self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __init__(self, *, error_code: int = 0, remaining_partitions: list[ControlledShutdownResponse.RemainingPartition] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
-        self.error_code = error_code
-        self.remaining_partitions = [] if remaining_partitions is ... else remaining_partitions
+    def __init__(self, *, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_ControlledShutdownRequest_v0(b, p):
-    o = _new(ControlledShutdownRequest)
-    if p + 4 > len(b):
-        truncated('ControlledShutdownRequest.broker_id', p)
-    o.broker_id, = _F_i.unpack_from(b, p)
-    p += 4
-    o.broker_epoch = -1
-    o.unknown_tagged_fields = NO_TAGS
-    return o, p
 
 
-def _e_ControlledShutdownRequest_v0(o, out):
-    out += _F_i.pack(o.broker_id)
-
-
-def _d_ControlledShutdownRequest_v2(b, p):
-    o = _new(ControlledShutdownRequest)
-    if p + 12 > len(b):
-        truncated('ControlledShutdownRequest.broker_id', p)
-    o.broker_id, o.broker_epoch = _F_iq.unpack_from(b, p)
-    p += 12
-    o.unknown_tagged_fields = NO_TAGS
-    return o, p
-
-
-def _e_ControlledShutdownRequest_v2(o, out):
-    out += _F_iq.pack(o.broker_id, o.broker_epoch)
-
-
-def _d_ControlledShutdownRequest_v3(b, p):
-    o = _new(ControlledShutdownRequest)
-    if p + 12 > len(b):
-        truncated('ControlledShutdownRequest.broker_id', p)
-    o.broker_id, o.broker_epoch = _F_iq.unpack_from(b, p)
-    p += 12
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'ControlledShutdownRequest._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_ControlledShutdownRequest_v3(o, out):
-    out += _F_iq.pack(o.broker_id, o.broker_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_ControlledShutdownResponse_RemainingPartition_v0(b, p):
-    o = _new(ControlledShutdownResponse.RemainingPartition)
-    x, p = r_str(b, p, 'ControlledShutdownResponse.RemainingPartition.topic_name')
-    if x is None:
-        null_error('ControlledShutdownResponse.RemainingPartition.topic_name', p)
-    o.topic_name = x
-    if p + 4 > len(b):
-        truncated('ControlledShutdownResponse.RemainingPartition.partition_index', p)
-    o.partition_index, = _F_i.unpack_from(b, p)
-    p += 4
-    o.unknown_tagged_fields = NO_TAGS
-    return o, p
-
-
-def _e_ControlledShutdownResponse_RemainingPartition_v0(o, out):
-    w_str(out, o.topic_name, 'ControlledShutdownResponse.RemainingPartition.topic_name')
-    out += _F_i.pack(o.partition_index)
-
-
-def _d_ControlledShutdownResponse_v0(b, p):
-    o = _new(ControlledShutdownResponse)
-    if p + 2 > len(b):
-        truncated('ControlledShutdownResponse.error_code', p)
-    o.error_code, = _F_h.unpack_from(b, p)
-    p += 2
-    c, p = r_alen(b, p, 6, 'ControlledShutdownResponse.remaining_partitions')
-    if c < 0:
-        null_error('ControlledShutdownResponse.remaining_partitions', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_ControlledShutdownResponse_RemainingPartition_v0(b, p)
-            ap(e)
-    o.remaining_partitions = x
-    o.unknown_tagged_fields = NO_TAGS
-    return o, p
-
-
-def _e_ControlledShutdownResponse_v0(o, out):
-    out += _F_h.pack(o.error_code)
-    a = o.remaining_partitions
-    if a is None:
-        raise EncodeError('ControlledShutdownResponse.remaining_partitions' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_ControlledShutdownResponse_RemainingPartition_v0(e, out)
-
-
-def _d_ControlledShutdownResponse_RemainingPartition_v3(b, p):
-    o = _new(ControlledShutdownResponse.RemainingPartition)
-    x, p = r_cstr(b, p, 'ControlledShutdownResponse.RemainingPartition.topic_name')
-    if x is None:
-        null_error('ControlledShutdownResponse.RemainingPartition.topic_name', p)
-    o.topic_name = x
-    if p + 4 > len(b):
-        truncated('ControlledShutdownResponse.RemainingPartition.partition_index', p)
-    o.partition_index, = _F_i.unpack_from(b, p)
-    p += 4
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'ControlledShutdownResponse.RemainingPartition._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_ControlledShutdownResponse_RemainingPartition_v3(o, out):
-    w_cstr(out, o.topic_name, 'ControlledShutdownResponse.RemainingPartition.topic_name')
-    out += _F_i.pack(o.partition_index)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _d_ControlledShutdownResponse_v3(b, p):
-    o = _new(ControlledShutdownResponse)
-    if p + 2 > len(b):
-        truncated('ControlledShutdownResponse.error_code', p)
-    o.error_code, = _F_h.unpack_from(b, p)
-    p += 2
-    c, p = r_calen(b, p, 6, 'ControlledShutdownResponse.remaining_partitions')
-    if c < 0:
-        null_error('ControlledShutdownResponse.remaining_partitions', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_ControlledShutdownResponse_RemainingPartition_v3(b, p)
-            ap(e)
-    o.remaining_partitions = x
-    if p < len(b) and not b[p]:
-        p += 1
-        o.unknown_tagged_fields = NO_TAGS
-    else:
-        tags, p = r_tags(b, p, 'ControlledShutdownResponse._tagged_fields')
-        u = []
-        for t, d in tags:
-            u.append((t, bytes(d)))
-        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
-    return o, p
-
-
-def _e_ControlledShutdownResponse_v3(o, out):
-    out += _F_h.pack(o.error_code)
-    a = o.remaining_partitions
-    if a is None:
-        raise EncodeError('ControlledShutdownResponse.remaining_partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ControlledShutdownResponse_RemainingPartition_v3(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-ControlledShutdownRequest._DEC = {0: _d_ControlledShutdownRequest_v0, 1: _d_ControlledShutdownRequest_v0, 2: _d_ControlledShutdownRequest_v2, 3: _d_ControlledShutdownRequest_v3}
-ControlledShutdownRequest._ENC = {0: _e_ControlledShutdownRequest_v0, 1: _e_ControlledShutdownRequest_v0, 2: _e_ControlledShutdownRequest_v2, 3: _e_ControlledShutdownRequest_v3}
-ControlledShutdownRequest._FIELDS = (
-    FieldInfo('broker_id', 'int32', (0, 3), None, None, False, None),
-    FieldInfo('broker_epoch', 'int64', (2, 3), None, None, True, None),
-)
-ControlledShutdownResponse._DEC = {0: _d_ControlledShutdownResponse_v0, 1: _d_ControlledShutdownResponse_v0, 2: _d_ControlledShutdownResponse_v0, 3: _d_ControlledShutdownResponse_v3}
-ControlledShutdownResponse._ENC = {0: _e_ControlledShutdownResponse_v0, 1: _e_ControlledShutdownResponse_v0, 2: _e_ControlledShutdownResponse_v0, 3: _e_ControlledShutdownResponse_v3}
-ControlledShutdownResponse._FIELDS = (
-    FieldInfo('error_code', 'int16', (0, 3), None, None, False, None),
-    FieldInfo('remaining_partitions', '[]RemainingPartition', (0, 3), None, None, False, ControlledShutdownResponse.RemainingPartition),
-)
-ControlledShutdownResponse.RemainingPartition._DEC = {0: _d_ControlledShutdownResponse_RemainingPartition_v0, 1: _d_ControlledShutdownResponse_RemainingPartition_v0, 2: _d_ControlledShutdownResponse_RemainingPartition_v0, 3: _d_ControlledShutdownResponse_RemainingPartition_v3}
-ControlledShutdownResponse.RemainingPartition._ENC = {0: _e_ControlledShutdownResponse_RemainingPartition_v0, 1: _e_ControlledShutdownResponse_RemainingPartition_v0, 2: _e_ControlledShutdownResponse_RemainingPartition_v0, 3: _e_ControlledShutdownResponse_RemainingPartition_v3}
-ControlledShutdownResponse.RemainingPartition._FIELDS = (
-    FieldInfo('topic_name', 'string', (0, 3), None, None, False, None),
-    FieldInfo('partition_index', 'int32', (0, 3), None, None, False, None),
-)
+ControlledShutdownRequest._DEC = {}
+ControlledShutdownRequest._ENC = {}
+ControlledShutdownRequest._FIELDS = ()
+ControlledShutdownResponse._DEC = {}
+ControlledShutdownResponse._ENC = {}
+ControlledShutdownResponse._FIELDS = ()

@@ -54,11 +54,11 @@ _F_qqq = _S('>qqq')
 
 
 class CreateDelegationTokenRequest(Struct):
-    """CreateDelegationTokenRequest (versions 0-3, flexible from 2)."""
+    """CreateDelegationTokenRequest (versions 1-3, flexible from 2)."""
 
     __slots__ = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms', 'unknown_tagged_fields',)
     API_KEY = 38
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
@@ -70,7 +70,7 @@ class CreateDelegationTokenRequest(Struct):
     unknown_tagged_fields: TaggedFields
 
     class CreatableRenewers(Struct):
-        """CreatableRenewers in CreateDelegationTokenRequest (versions 0-3, flexible from 2)."""
+        """CreatableRenewers in CreateDelegationTokenRequest (versions 1-3, flexible from 2)."""
 
         __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields',)
 
@@ -92,11 +92,11 @@ class CreateDelegationTokenRequest(Struct):
 
 
 class CreateDelegationTokenResponse(Struct):
-    """CreateDelegationTokenResponse (versions 0-3, flexible from 2)."""
+    """CreateDelegationTokenResponse (versions 1-3, flexible from 2)."""
 
     __slots__ = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms', 'unknown_tagged_fields',)
     API_KEY = 38
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
@@ -129,7 +129,7 @@ class CreateDelegationTokenResponse(Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_CreateDelegationTokenRequest_CreatableRenewers_v0(b, p):
+def _d_CreateDelegationTokenRequest_CreatableRenewers_v1(b, p):
     o = _new(CreateDelegationTokenRequest.CreatableRenewers)
     x, p = r_str(b, p, 'CreateDelegationTokenRequest.CreatableRenewers.principal_type')
     if x is None:
@@ -143,12 +143,12 @@ def _d_CreateDelegationTokenRequest_CreatableRenewers_v0(b, p):
     return o, p
 
 
-def _e_CreateDelegationTokenRequest_CreatableRenewers_v0(o, out):
+def _e_CreateDelegationTokenRequest_CreatableRenewers_v1(o, out):
     w_str(out, o.principal_type, 'CreateDelegationTokenRequest.CreatableRenewers.principal_type')
     w_str(out, o.principal_name, 'CreateDelegationTokenRequest.CreatableRenewers.principal_name')
 
 
-def _d_CreateDelegationTokenRequest_v0(b, p):
+def _d_CreateDelegationTokenRequest_v1(b, p):
     o = _new(CreateDelegationTokenRequest)
     c, p = r_alen(b, p, 4, 'CreateDelegationTokenRequest.renewers')
     if c < 0:
@@ -157,7 +157,7 @@ def _d_CreateDelegationTokenRequest_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_CreateDelegationTokenRequest_CreatableRenewers_v0(b, p)
+            e, p = _d_CreateDelegationTokenRequest_CreatableRenewers_v1(b, p)
             ap(e)
     o.renewers = x
     if p + 8 > len(b):
@@ -168,21 +168,6 @@ def _d_CreateDelegationTokenRequest_v0(b, p):
     o.owner_principal_name = ''
     o.unknown_tagged_fields = NO_TAGS
     return o, p
-
-
-def _e_CreateDelegationTokenRequest_v0(o, out):
-    if o.owner_principal_type != '':
-        not_in_version('CreateDelegationTokenRequest.owner_principal_type', 0)
-    if o.owner_principal_name != '':
-        not_in_version('CreateDelegationTokenRequest.owner_principal_name', 0)
-    a = o.renewers
-    if a is None:
-        raise EncodeError('CreateDelegationTokenRequest.renewers' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_CreateDelegationTokenRequest_CreatableRenewers_v0(e, out)
-    out += _F_q.pack(o.max_lifetime_ms)
 
 
 def _e_CreateDelegationTokenRequest_v1(o, out):
@@ -196,7 +181,7 @@ def _e_CreateDelegationTokenRequest_v1(o, out):
     else:
         out += pack_i32(len(a))
         for e in a:
-            _e_CreateDelegationTokenRequest_CreatableRenewers_v0(e, out)
+            _e_CreateDelegationTokenRequest_CreatableRenewers_v1(e, out)
     out += _F_q.pack(o.max_lifetime_ms)
 
 
@@ -332,7 +317,7 @@ def _e_CreateDelegationTokenRequest_v3(o, out):
         out.append(0)
 
 
-def _d_CreateDelegationTokenResponse_v0(b, p):
+def _d_CreateDelegationTokenResponse_v1(b, p):
     o = _new(CreateDelegationTokenResponse)
     if p + 2 > len(b):
         truncated('CreateDelegationTokenResponse.error_code', p)
@@ -366,20 +351,6 @@ def _d_CreateDelegationTokenResponse_v0(b, p):
     o.token_requester_principal_name = ''
     o.unknown_tagged_fields = NO_TAGS
     return o, p
-
-
-def _e_CreateDelegationTokenResponse_v0(o, out):
-    if o.token_requester_principal_type != '':
-        not_in_version('CreateDelegationTokenResponse.token_requester_principal_type', 0)
-    if o.token_requester_principal_name != '':
-        not_in_version('CreateDelegationTokenResponse.token_requester_principal_name', 0)
-    out += _F_h.pack(o.error_code)
-    w_str(out, o.principal_type, 'CreateDelegationTokenResponse.principal_type')
-    w_str(out, o.principal_name, 'CreateDelegationTokenResponse.principal_name')
-    out += _F_qqq.pack(o.issue_timestamp_ms, o.expiry_timestamp_ms, o.max_timestamp_ms)
-    w_str(out, o.token_id, 'CreateDelegationTokenResponse.token_id')
-    w_bytes(out, o.hmac, 'CreateDelegationTokenResponse.hmac')
-    out += _F_i.pack(o.throttle_time_ms)
 
 
 def _e_CreateDelegationTokenResponse_v1(o, out):
@@ -526,22 +497,22 @@ def _e_CreateDelegationTokenResponse_v3(o, out):
         out.append(0)
 
 
-CreateDelegationTokenRequest._DEC = {0: _d_CreateDelegationTokenRequest_v0, 1: _d_CreateDelegationTokenRequest_v0, 2: _d_CreateDelegationTokenRequest_v2, 3: _d_CreateDelegationTokenRequest_v3}
-CreateDelegationTokenRequest._ENC = {0: _e_CreateDelegationTokenRequest_v0, 1: _e_CreateDelegationTokenRequest_v1, 2: _e_CreateDelegationTokenRequest_v2, 3: _e_CreateDelegationTokenRequest_v3}
+CreateDelegationTokenRequest._DEC = {1: _d_CreateDelegationTokenRequest_v1, 2: _d_CreateDelegationTokenRequest_v2, 3: _d_CreateDelegationTokenRequest_v3}
+CreateDelegationTokenRequest._ENC = {1: _e_CreateDelegationTokenRequest_v1, 2: _e_CreateDelegationTokenRequest_v2, 3: _e_CreateDelegationTokenRequest_v3}
 CreateDelegationTokenRequest._FIELDS = (
     FieldInfo('owner_principal_type', 'string', (3, 3), (3, 3), None, False, None),
     FieldInfo('owner_principal_name', 'string', (3, 3), (3, 3), None, False, None),
     FieldInfo('renewers', '[]CreatableRenewers', (0, 3), None, None, False, CreateDelegationTokenRequest.CreatableRenewers),
     FieldInfo('max_lifetime_ms', 'int64', (0, 3), None, None, False, None),
 )
-CreateDelegationTokenRequest.CreatableRenewers._DEC = {0: _d_CreateDelegationTokenRequest_CreatableRenewers_v0, 1: _d_CreateDelegationTokenRequest_CreatableRenewers_v0, 2: _d_CreateDelegationTokenRequest_CreatableRenewers_v2, 3: _d_CreateDelegationTokenRequest_CreatableRenewers_v2}
-CreateDelegationTokenRequest.CreatableRenewers._ENC = {0: _e_CreateDelegationTokenRequest_CreatableRenewers_v0, 1: _e_CreateDelegationTokenRequest_CreatableRenewers_v0, 2: _e_CreateDelegationTokenRequest_CreatableRenewers_v2, 3: _e_CreateDelegationTokenRequest_CreatableRenewers_v2}
+CreateDelegationTokenRequest.CreatableRenewers._DEC = {1: _d_CreateDelegationTokenRequest_CreatableRenewers_v1, 2: _d_CreateDelegationTokenRequest_CreatableRenewers_v2, 3: _d_CreateDelegationTokenRequest_CreatableRenewers_v2}
+CreateDelegationTokenRequest.CreatableRenewers._ENC = {1: _e_CreateDelegationTokenRequest_CreatableRenewers_v1, 2: _e_CreateDelegationTokenRequest_CreatableRenewers_v2, 3: _e_CreateDelegationTokenRequest_CreatableRenewers_v2}
 CreateDelegationTokenRequest.CreatableRenewers._FIELDS = (
     FieldInfo('principal_type', 'string', (0, 3), None, None, False, None),
     FieldInfo('principal_name', 'string', (0, 3), None, None, False, None),
 )
-CreateDelegationTokenResponse._DEC = {0: _d_CreateDelegationTokenResponse_v0, 1: _d_CreateDelegationTokenResponse_v0, 2: _d_CreateDelegationTokenResponse_v2, 3: _d_CreateDelegationTokenResponse_v3}
-CreateDelegationTokenResponse._ENC = {0: _e_CreateDelegationTokenResponse_v0, 1: _e_CreateDelegationTokenResponse_v1, 2: _e_CreateDelegationTokenResponse_v2, 3: _e_CreateDelegationTokenResponse_v3}
+CreateDelegationTokenResponse._DEC = {1: _d_CreateDelegationTokenResponse_v1, 2: _d_CreateDelegationTokenResponse_v2, 3: _d_CreateDelegationTokenResponse_v3}
+CreateDelegationTokenResponse._ENC = {1: _e_CreateDelegationTokenResponse_v1, 2: _e_CreateDelegationTokenResponse_v2, 3: _e_CreateDelegationTokenResponse_v3}
 CreateDelegationTokenResponse._FIELDS = (
     FieldInfo('error_code', 'int16', (0, 3), None, None, False, None),
     FieldInfo('principal_type', 'string', (0, 3), None, None, False, None),

@@ -52,12 +52,12 @@ _F_i = _S('>i')
 
 
 class DeleteGroupsRequest(Struct):
-    """DeleteGroupsRequest (versions 0-2, flexible from 2)."""
+    """DeleteGroupsRequest (versions 0-3, flexible from 2)."""
 
     __slots__ = ('groups_names', 'unknown_tagged_fields',)
     API_KEY = 42
     MIN_VERSION = 0
-    MAX_VERSION = 2
+    MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
 
@@ -70,12 +70,12 @@ class DeleteGroupsRequest(Struct):
 
 
 class DeleteGroupsResponse(Struct):
-    """DeleteGroupsResponse (versions 0-2, flexible from 2)."""
+    """DeleteGroupsResponse (versions 0-3, flexible from 2)."""
 
     __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields',)
     API_KEY = 42
     MIN_VERSION = 0
-    MAX_VERSION = 2
+    MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
 
@@ -84,17 +84,19 @@ class DeleteGroupsResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class DeletableGroupResult(Struct):
-        """DeletableGroupResult in DeleteGroupsResponse (versions 0-2, flexible from 2)."""
+        """DeletableGroupResult in DeleteGroupsResponse (versions 0-3, flexible from 2)."""
 
-        __slots__ = ('group_id', 'error_code', 'unknown_tagged_fields',)
+        __slots__ = ('group_id', 'error_code', 'error_message', 'unknown_tagged_fields',)
 
         group_id: str
         error_code: int
+        error_message: str | None
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, group_id: str = '', error_code: int = 0, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, group_id: str = '', error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.group_id = group_id
             self.error_code = error_code
+            self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
 
     def __init__(self, *, throttle_time_ms: int = 0, results: list[DeleteGroupsResponse.DeletableGroupResult] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
@@ -180,6 +182,7 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_v0(b, p):
         truncated('DeleteGroupsResponse.DeletableGroupResult.error_code', p)
     o.error_code, = _F_h.unpack_from(b, p)
     p += 2
+    o.error_message = None
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
@@ -230,6 +233,7 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_v2(b, p):
         truncated('DeleteGroupsResponse.DeletableGroupResult.error_code', p)
     o.error_code, = _F_h.unpack_from(b, p)
     p += 2
+    o.error_message = None
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -296,20 +300,100 @@ def _e_DeleteGroupsResponse_v2(o, out):
         out.append(0)
 
 
-DeleteGroupsRequest._DEC = {0: _d_DeleteGroupsRequest_v0, 1: _d_DeleteGroupsRequest_v0, 2: _d_DeleteGroupsRequest_v2}
-DeleteGroupsRequest._ENC = {0: _e_DeleteGroupsRequest_v0, 1: _e_DeleteGroupsRequest_v0, 2: _e_DeleteGroupsRequest_v2}
+def _d_DeleteGroupsResponse_DeletableGroupResult_v3(b, p):
+    o = _new(DeleteGroupsResponse.DeletableGroupResult)
+    x, p = r_cstr(b, p, 'DeleteGroupsResponse.DeletableGroupResult.group_id')
+    if x is None:
+        null_error('DeleteGroupsResponse.DeletableGroupResult.group_id', p)
+    o.group_id = x
+    if p + 2 > len(b):
+        truncated('DeleteGroupsResponse.DeletableGroupResult.error_code', p)
+    o.error_code, = _F_h.unpack_from(b, p)
+    p += 2
+    x, p = r_cstr(b, p, 'DeleteGroupsResponse.DeletableGroupResult.error_message')
+    o.error_message = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'DeleteGroupsResponse.DeletableGroupResult._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_DeleteGroupsResponse_DeletableGroupResult_v3(o, out):
+    w_cstr(out, o.group_id, 'DeleteGroupsResponse.DeletableGroupResult.group_id')
+    out += _F_h.pack(o.error_code)
+    w_ncstr(out, o.error_message, 'DeleteGroupsResponse.DeletableGroupResult.error_message')
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_DeleteGroupsResponse_v3(b, p):
+    o = _new(DeleteGroupsResponse)
+    if p + 4 > len(b):
+        truncated('DeleteGroupsResponse.throttle_time_ms', p)
+    o.throttle_time_ms, = _F_i.unpack_from(b, p)
+    p += 4
+    c, p = r_calen(b, p, 5, 'DeleteGroupsResponse.results')
+    if c < 0:
+        null_error('DeleteGroupsResponse.results', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_DeleteGroupsResponse_DeletableGroupResult_v3(b, p)
+            ap(e)
+    o.results = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'DeleteGroupsResponse._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_DeleteGroupsResponse_v3(o, out):
+    out += _F_i.pack(o.throttle_time_ms)
+    a = o.results
+    if a is None:
+        raise EncodeError('DeleteGroupsResponse.results' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_DeleteGroupsResponse_DeletableGroupResult_v3(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+DeleteGroupsRequest._DEC = {0: _d_DeleteGroupsRequest_v0, 1: _d_DeleteGroupsRequest_v0, 2: _d_DeleteGroupsRequest_v2, 3: _d_DeleteGroupsRequest_v2}
+DeleteGroupsRequest._ENC = {0: _e_DeleteGroupsRequest_v0, 1: _e_DeleteGroupsRequest_v0, 2: _e_DeleteGroupsRequest_v2, 3: _e_DeleteGroupsRequest_v2}
 DeleteGroupsRequest._FIELDS = (
-    FieldInfo('groups_names', '[]string', (0, 2), None, None, False, None),
+    FieldInfo('groups_names', '[]string', (0, 3), None, None, False, None),
 )
-DeleteGroupsResponse._DEC = {0: _d_DeleteGroupsResponse_v0, 1: _d_DeleteGroupsResponse_v0, 2: _d_DeleteGroupsResponse_v2}
-DeleteGroupsResponse._ENC = {0: _e_DeleteGroupsResponse_v0, 1: _e_DeleteGroupsResponse_v0, 2: _e_DeleteGroupsResponse_v2}
+DeleteGroupsResponse._DEC = {0: _d_DeleteGroupsResponse_v0, 1: _d_DeleteGroupsResponse_v0, 2: _d_DeleteGroupsResponse_v2, 3: _d_DeleteGroupsResponse_v3}
+DeleteGroupsResponse._ENC = {0: _e_DeleteGroupsResponse_v0, 1: _e_DeleteGroupsResponse_v0, 2: _e_DeleteGroupsResponse_v2, 3: _e_DeleteGroupsResponse_v3}
 DeleteGroupsResponse._FIELDS = (
-    FieldInfo('throttle_time_ms', 'int32', (0, 2), None, None, False, None),
-    FieldInfo('results', '[]DeletableGroupResult', (0, 2), None, None, False, DeleteGroupsResponse.DeletableGroupResult),
+    FieldInfo('throttle_time_ms', 'int32', (0, 3), None, None, False, None),
+    FieldInfo('results', '[]DeletableGroupResult', (0, 3), None, None, False, DeleteGroupsResponse.DeletableGroupResult),
 )
-DeleteGroupsResponse.DeletableGroupResult._DEC = {0: _d_DeleteGroupsResponse_DeletableGroupResult_v0, 1: _d_DeleteGroupsResponse_DeletableGroupResult_v0, 2: _d_DeleteGroupsResponse_DeletableGroupResult_v2}
-DeleteGroupsResponse.DeletableGroupResult._ENC = {0: _e_DeleteGroupsResponse_DeletableGroupResult_v0, 1: _e_DeleteGroupsResponse_DeletableGroupResult_v0, 2: _e_DeleteGroupsResponse_DeletableGroupResult_v2}
+DeleteGroupsResponse.DeletableGroupResult._DEC = {0: _d_DeleteGroupsResponse_DeletableGroupResult_v0, 1: _d_DeleteGroupsResponse_DeletableGroupResult_v0, 2: _d_DeleteGroupsResponse_DeletableGroupResult_v2, 3: _d_DeleteGroupsResponse_DeletableGroupResult_v3}
+DeleteGroupsResponse.DeletableGroupResult._ENC = {0: _e_DeleteGroupsResponse_DeletableGroupResult_v0, 1: _e_DeleteGroupsResponse_DeletableGroupResult_v0, 2: _e_DeleteGroupsResponse_DeletableGroupResult_v2, 3: _e_DeleteGroupsResponse_DeletableGroupResult_v3}
 DeleteGroupsResponse.DeletableGroupResult._FIELDS = (
-    FieldInfo('group_id', 'string', (0, 2), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
+    FieldInfo('group_id', 'string', (0, 3), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 3), None, None, False, None),
+    FieldInfo('error_message', 'string', (3, 3), (3, 3), None, True, None),
 )

@@ -60,7 +60,7 @@ class DeleteShareGroupStateRequest(Struct):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_MIN = 0
-    LATEST_UNSTABLE = True
+    LATEST_UNSTABLE = False
 
     group_id: str
     topics: list[DeleteShareGroupStateRequest.DeleteStateData]

@@ -130,25 +130,23 @@ class DescribeConfigsResponse(Struct):
     class DescribeConfigsResourceResult(Struct):
         """DescribeConfigsResourceResult in DescribeConfigsResponse (versions 1-4, flexible from 4)."""
 
-        __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_default', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields',)
+        __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields',)
 
         name: str
         value: str | None
         read_only: bool
         config_source: int
-        is_default: bool
         is_sensitive: bool
         synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym]
         config_type: int
         documentation: str | None
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_default: bool = False, is_sensitive: bool = False, synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = ..., config_type: int = 0, documentation: str | None = '', unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_sensitive: bool = False, synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = ..., config_type: int = 0, documentation: str | None = '', unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.name = name
             self.value = value
             self.read_only = read_only
             self.config_source = config_source
-            self.is_default = is_default
             self.is_sensitive = is_sensitive
             self.synonyms = [] if synonyms is ... else synonyms
             self.config_type = config_type
@@ -430,7 +428,6 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(b, p):
             e, p = _d_DescribeConfigsResponse_DescribeConfigsSynonym_v1(b, p)
             ap(e)
     o.synonyms = x
-    o.is_default = False
     o.config_type = 0
     o.documentation = ''
     o.unknown_tagged_fields = NO_TAGS
@@ -438,8 +435,6 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(b, p):
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(o, out):
-    if o.is_default != False:
-        not_in_version('DescribeConfigsResponse.DescribeConfigsResourceResult.is_default', 1)
     w_str(out, o.name, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
     w_nstr(out, o.value, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
     out += _F_ZbZ.pack(o.read_only, o.config_source, o.is_sensitive)
@@ -527,46 +522,6 @@ def _e_DescribeConfigsResponse_v1(o, out):
             _e_DescribeConfigsResponse_DescribeConfigsResult_v1(e, out)
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v2(o, out):
-    if o.is_default != False:
-        not_in_version('DescribeConfigsResponse.DescribeConfigsResourceResult.is_default', 2)
-    w_str(out, o.name, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
-    w_nstr(out, o.value, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
-    out += _F_ZbZ.pack(o.read_only, o.config_source, o.is_sensitive)
-    a = o.synonyms
-    if a is None:
-        raise EncodeError('DescribeConfigsResponse.DescribeConfigsResourceResult.synonyms' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_DescribeConfigsResponse_DescribeConfigsSynonym_v1(e, out)
-
-
-def _e_DescribeConfigsResponse_DescribeConfigsResult_v2(o, out):
-    out += _F_h.pack(o.error_code)
-    w_nstr(out, o.error_message, 'DescribeConfigsResponse.DescribeConfigsResult.error_message')
-    out += _F_b.pack(o.resource_type)
-    w_str(out, o.resource_name, 'DescribeConfigsResponse.DescribeConfigsResult.resource_name')
-    a = o.configs
-    if a is None:
-        raise EncodeError('DescribeConfigsResponse.DescribeConfigsResult.configs' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v2(e, out)
-
-
-def _e_DescribeConfigsResponse_v2(o, out):
-    out += _F_i.pack(o.throttle_time_ms)
-    a = o.results
-    if a is None:
-        raise EncodeError('DescribeConfigsResponse.results' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_DescribeConfigsResponse_DescribeConfigsResult_v2(e, out)
-
-
 def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(b, p):
     o = _new(DescribeConfigsResponse.DescribeConfigsResourceResult)
     x, p = r_str(b, p, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
@@ -595,14 +550,11 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(b, p):
     p += 1
     x, p = r_str(b, p, 'DescribeConfigsResponse.DescribeConfigsResourceResult.documentation')
     o.documentation = x
-    o.is_default = False
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(o, out):
-    if o.is_default != False:
-        not_in_version('DescribeConfigsResponse.DescribeConfigsResourceResult.is_default', 3)
     w_str(out, o.name, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
     w_nstr(out, o.value, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
     out += _F_ZbZ.pack(o.read_only, o.config_source, o.is_sensitive)
@@ -755,7 +707,6 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(b, p):
     p += 1
     x, p = r_cstr(b, p, 'DescribeConfigsResponse.DescribeConfigsResourceResult.documentation')
     o.documentation = x
-    o.is_default = False
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -769,8 +720,6 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(b, p):
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o, out):
-    if o.is_default != False:
-        not_in_version('DescribeConfigsResponse.DescribeConfigsResourceResult.is_default', 4)
     w_cstr(out, o.name, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
     w_ncstr(out, o.value, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
     out += _F_ZbZ.pack(o.read_only, o.config_source, o.is_sensitive)
@@ -906,13 +855,13 @@ DescribeConfigsRequest.DescribeConfigsResource._FIELDS = (
     FieldInfo('configuration_keys', '[]string', (0, 4), (1, 4), None, False, None),
 )
 DescribeConfigsResponse._DEC = {1: _d_DescribeConfigsResponse_v1, 2: _d_DescribeConfigsResponse_v1, 3: _d_DescribeConfigsResponse_v3, 4: _d_DescribeConfigsResponse_v4}
-DescribeConfigsResponse._ENC = {1: _e_DescribeConfigsResponse_v1, 2: _e_DescribeConfigsResponse_v2, 3: _e_DescribeConfigsResponse_v3, 4: _e_DescribeConfigsResponse_v4}
+DescribeConfigsResponse._ENC = {1: _e_DescribeConfigsResponse_v1, 2: _e_DescribeConfigsResponse_v1, 3: _e_DescribeConfigsResponse_v3, 4: _e_DescribeConfigsResponse_v4}
 DescribeConfigsResponse._FIELDS = (
     FieldInfo('throttle_time_ms', 'int32', (0, 4), None, None, False, None),
     FieldInfo('results', '[]DescribeConfigsResult', (0, 4), None, None, False, DescribeConfigsResponse.DescribeConfigsResult),
 )
 DescribeConfigsResponse.DescribeConfigsResult._DEC = {1: _d_DescribeConfigsResponse_DescribeConfigsResult_v1, 2: _d_DescribeConfigsResponse_DescribeConfigsResult_v1, 3: _d_DescribeConfigsResponse_DescribeConfigsResult_v3, 4: _d_DescribeConfigsResponse_DescribeConfigsResult_v4}
-DescribeConfigsResponse.DescribeConfigsResult._ENC = {1: _e_DescribeConfigsResponse_DescribeConfigsResult_v1, 2: _e_DescribeConfigsResponse_DescribeConfigsResult_v2, 3: _e_DescribeConfigsResponse_DescribeConfigsResult_v3, 4: _e_DescribeConfigsResponse_DescribeConfigsResult_v4}
+DescribeConfigsResponse.DescribeConfigsResult._ENC = {1: _e_DescribeConfigsResponse_DescribeConfigsResult_v1, 2: _e_DescribeConfigsResponse_DescribeConfigsResult_v1, 3: _e_DescribeConfigsResponse_DescribeConfigsResult_v3, 4: _e_DescribeConfigsResponse_DescribeConfigsResult_v4}
 DescribeConfigsResponse.DescribeConfigsResult._FIELDS = (
     FieldInfo('error_code', 'int16', (0, 4), None, None, False, None),
     FieldInfo('error_message', 'string', (0, 4), (1, 4), None, False, None),
@@ -921,13 +870,12 @@ DescribeConfigsResponse.DescribeConfigsResult._FIELDS = (
     FieldInfo('configs', '[]DescribeConfigsResourceResult', (0, 4), None, None, False, DescribeConfigsResponse.DescribeConfigsResourceResult),
 )
 DescribeConfigsResponse.DescribeConfigsResourceResult._DEC = {1: _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v1, 2: _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v1, 3: _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v3, 4: _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4}
-DescribeConfigsResponse.DescribeConfigsResourceResult._ENC = {1: _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1, 2: _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v2, 3: _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3, 4: _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4}
+DescribeConfigsResponse.DescribeConfigsResourceResult._ENC = {1: _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1, 2: _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1, 3: _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3, 4: _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4}
 DescribeConfigsResponse.DescribeConfigsResourceResult._FIELDS = (
     FieldInfo('name', 'string', (0, 4), None, None, False, None),
     FieldInfo('value', 'string', (0, 4), (1, 4), None, False, None),
     FieldInfo('read_only', 'bool', (0, 4), None, None, False, None),
     FieldInfo('config_source', 'int8', (1, 4), None, None, True, None),
-    FieldInfo('is_default', 'bool', (0, 0), None, None, False, None),
     FieldInfo('is_sensitive', 'bool', (0, 4), None, None, False, None),
     FieldInfo('synonyms', '[]DescribeConfigsSynonym', (1, 4), None, None, True, DescribeConfigsResponse.DescribeConfigsSynonym),
     FieldInfo('config_type', 'int8', (3, 4), None, None, True, None),

@@ -53,11 +53,11 @@ _F_qqq = _S('>qqq')
 
 
 class DescribeDelegationTokenRequest(Struct):
-    """DescribeDelegationTokenRequest (versions 0-3, flexible from 2)."""
+    """DescribeDelegationTokenRequest (versions 1-3, flexible from 2)."""
 
     __slots__ = ('owners', 'unknown_tagged_fields',)
     API_KEY = 41
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
@@ -66,7 +66,7 @@ class DescribeDelegationTokenRequest(Struct):
     unknown_tagged_fields: TaggedFields
 
     class DescribeDelegationTokenOwner(Struct):
-        """DescribeDelegationTokenOwner in DescribeDelegationTokenRequest (versions 0-3, flexible from 2)."""
+        """DescribeDelegationTokenOwner in DescribeDelegationTokenRequest (versions 1-3, flexible from 2)."""
 
         __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields',)
 
@@ -85,11 +85,11 @@ class DescribeDelegationTokenRequest(Struct):
 
 
 class DescribeDelegationTokenResponse(Struct):
-    """DescribeDelegationTokenResponse (versions 0-3, flexible from 2)."""
+    """DescribeDelegationTokenResponse (versions 1-3, flexible from 2)."""
 
     __slots__ = ('error_code', 'tokens', 'throttle_time_ms', 'unknown_tagged_fields',)
     API_KEY = 41
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
@@ -100,7 +100,7 @@ class DescribeDelegationTokenResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class DescribedDelegationToken(Struct):
-        """DescribedDelegationToken in DescribeDelegationTokenResponse (versions 0-3, flexible from 2)."""
+        """DescribedDelegationToken in DescribeDelegationTokenResponse (versions 1-3, flexible from 2)."""
 
         __slots__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tagged_fields',)
 
@@ -130,7 +130,7 @@ class DescribeDelegationTokenResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class DescribedDelegationTokenRenewer(Struct):
-        """DescribedDelegationTokenRenewer in DescribeDelegationTokenResponse (versions 0-3, flexible from 2)."""
+        """DescribedDelegationTokenRenewer in DescribeDelegationTokenResponse (versions 1-3, flexible from 2)."""
 
         __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields',)
 
@@ -150,7 +150,7 @@ class DescribeDelegationTokenResponse(Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(b, p):
+def _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v1(b, p):
     o = _new(DescribeDelegationTokenRequest.DescribeDelegationTokenOwner)
     x, p = r_str(b, p, 'DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type')
     if x is None:
@@ -164,12 +164,12 @@ def _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(b, p):
     return o, p
 
 
-def _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(o, out):
+def _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v1(o, out):
     w_str(out, o.principal_type, 'DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type')
     w_str(out, o.principal_name, 'DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name')
 
 
-def _d_DescribeDelegationTokenRequest_v0(b, p):
+def _d_DescribeDelegationTokenRequest_v1(b, p):
     o = _new(DescribeDelegationTokenRequest)
     c, p = r_alen(b, p, 4, 'DescribeDelegationTokenRequest.owners')
     if c < 0:
@@ -178,21 +178,21 @@ def _d_DescribeDelegationTokenRequest_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(b, p)
+            e, p = _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v1(b, p)
             ap(e)
     o.owners = x
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
 
-def _e_DescribeDelegationTokenRequest_v0(o, out):
+def _e_DescribeDelegationTokenRequest_v1(o, out):
     a = o.owners
     if a is None:
         out += b'\xff\xff\xff\xff'
     else:
         out += pack_i32(len(a))
         for e in a:
-            _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(e, out)
+            _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v1(e, out)
 
 
 def _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(b, p):
@@ -266,7 +266,7 @@ def _e_DescribeDelegationTokenRequest_v2(o, out):
         out.append(0)
 
 
-def _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(b, p):
+def _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v1(b, p):
     o = _new(DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer)
     x, p = r_str(b, p, 'DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer.principal_type')
     if x is None:
@@ -280,12 +280,12 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(b, p):
     return o, p
 
 
-def _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(o, out):
+def _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v1(o, out):
     w_str(out, o.principal_type, 'DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer.principal_type')
     w_str(out, o.principal_name, 'DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer.principal_name')
 
 
-def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(b, p):
+def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v1(b, p):
     o = _new(DescribeDelegationTokenResponse.DescribedDelegationToken)
     x, p = r_str(b, p, 'DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type')
     if x is None:
@@ -314,68 +314,13 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(b, p)
+            e, p = _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v1(b, p)
             ap(e)
     o.renewers = x
     o.token_requester_principal_type = ''
     o.token_requester_principal_name = ''
     o.unknown_tagged_fields = NO_TAGS
     return o, p
-
-
-def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(o, out):
-    if o.token_requester_principal_type != '':
-        not_in_version('DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type', 0)
-    if o.token_requester_principal_name != '':
-        not_in_version('DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name', 0)
-    w_str(out, o.principal_type, 'DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type')
-    w_str(out, o.principal_name, 'DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name')
-    out += _F_qqq.pack(o.issue_timestamp, o.expiry_timestamp, o.max_timestamp)
-    w_str(out, o.token_id, 'DescribeDelegationTokenResponse.DescribedDelegationToken.token_id')
-    w_bytes(out, o.hmac, 'DescribeDelegationTokenResponse.DescribedDelegationToken.hmac')
-    a = o.renewers
-    if a is None:
-        raise EncodeError('DescribeDelegationTokenResponse.DescribedDelegationToken.renewers' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(e, out)
-
-
-def _d_DescribeDelegationTokenResponse_v0(b, p):
-    o = _new(DescribeDelegationTokenResponse)
-    if p + 2 > len(b):
-        truncated('DescribeDelegationTokenResponse.error_code', p)
-    o.error_code, = _F_h.unpack_from(b, p)
-    p += 2
-    c, p = r_alen(b, p, 38, 'DescribeDelegationTokenResponse.tokens')
-    if c < 0:
-        null_error('DescribeDelegationTokenResponse.tokens', p)
-    else:
-        x = []
-        ap = x.append
-        for _ in range(c):
-            e, p = _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(b, p)
-            ap(e)
-    o.tokens = x
-    if p + 4 > len(b):
-        truncated('DescribeDelegationTokenResponse.throttle_time_ms', p)
-    o.throttle_time_ms, = _F_i.unpack_from(b, p)
-    p += 4
-    o.unknown_tagged_fields = NO_TAGS
-    return o, p
-
-
-def _e_DescribeDelegationTokenResponse_v0(o, out):
-    out += _F_h.pack(o.error_code)
-    a = o.tokens
-    if a is None:
-        raise EncodeError('DescribeDelegationTokenResponse.tokens' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(e, out)
-    out += _F_i.pack(o.throttle_time_ms)
 
 
 def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v1(o, out):
@@ -394,7 +339,31 @@ def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v1(o, out):
     else:
         out += pack_i32(len(a))
         for e in a:
-            _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(e, out)
+            _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v1(e, out)
+
+
+def _d_DescribeDelegationTokenResponse_v1(b, p):
+    o = _new(DescribeDelegationTokenResponse)
+    if p + 2 > len(b):
+        truncated('DescribeDelegationTokenResponse.error_code', p)
+    o.error_code, = _F_h.unpack_from(b, p)
+    p += 2
+    c, p = r_alen(b, p, 38, 'DescribeDelegationTokenResponse.tokens')
+    if c < 0:
+        null_error('DescribeDelegationTokenResponse.tokens', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v1(b, p)
+            ap(e)
+    o.tokens = x
+    if p + 4 > len(b):
+        truncated('DescribeDelegationTokenResponse.throttle_time_ms', p)
+    o.throttle_time_ms, = _F_i.unpack_from(b, p)
+    p += 4
+    o.unknown_tagged_fields = NO_TAGS
+    return o, p
 
 
 def _e_DescribeDelegationTokenResponse_v1(o, out):
@@ -683,26 +652,26 @@ def _e_DescribeDelegationTokenResponse_v3(o, out):
         out.append(0)
 
 
-DescribeDelegationTokenRequest._DEC = {0: _d_DescribeDelegationTokenRequest_v0, 1: _d_DescribeDelegationTokenRequest_v0, 2: _d_DescribeDelegationTokenRequest_v2, 3: _d_DescribeDelegationTokenRequest_v2}
-DescribeDelegationTokenRequest._ENC = {0: _e_DescribeDelegationTokenRequest_v0, 1: _e_DescribeDelegationTokenRequest_v0, 2: _e_DescribeDelegationTokenRequest_v2, 3: _e_DescribeDelegationTokenRequest_v2}
+DescribeDelegationTokenRequest._DEC = {1: _d_DescribeDelegationTokenRequest_v1, 2: _d_DescribeDelegationTokenRequest_v2, 3: _d_DescribeDelegationTokenRequest_v2}
+DescribeDelegationTokenRequest._ENC = {1: _e_DescribeDelegationTokenRequest_v1, 2: _e_DescribeDelegationTokenRequest_v2, 3: _e_DescribeDelegationTokenRequest_v2}
 DescribeDelegationTokenRequest._FIELDS = (
-    FieldInfo('owners', '[]DescribeDelegationTokenOwner', (0, 3), (0, 3), None, False, DescribeDelegationTokenRequest.DescribeDelegationTokenOwner),
+    FieldInfo('owners', '[]DescribeDelegationTokenOwner', (0, 3), (1, 3), None, False, DescribeDelegationTokenRequest.DescribeDelegationTokenOwner),
 )
-DescribeDelegationTokenRequest.DescribeDelegationTokenOwner._DEC = {0: _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0, 1: _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0, 2: _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2, 3: _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2}
-DescribeDelegationTokenRequest.DescribeDelegationTokenOwner._ENC = {0: _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0, 1: _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0, 2: _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2, 3: _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2}
+DescribeDelegationTokenRequest.DescribeDelegationTokenOwner._DEC = {1: _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v1, 2: _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2, 3: _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2}
+DescribeDelegationTokenRequest.DescribeDelegationTokenOwner._ENC = {1: _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v1, 2: _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2, 3: _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2}
 DescribeDelegationTokenRequest.DescribeDelegationTokenOwner._FIELDS = (
     FieldInfo('principal_type', 'string', (0, 3), None, None, False, None),
     FieldInfo('principal_name', 'string', (0, 3), None, None, False, None),
 )
-DescribeDelegationTokenResponse._DEC = {0: _d_DescribeDelegationTokenResponse_v0, 1: _d_DescribeDelegationTokenResponse_v0, 2: _d_DescribeDelegationTokenResponse_v2, 3: _d_DescribeDelegationTokenResponse_v3}
-DescribeDelegationTokenResponse._ENC = {0: _e_DescribeDelegationTokenResponse_v0, 1: _e_DescribeDelegationTokenResponse_v1, 2: _e_DescribeDelegationTokenResponse_v2, 3: _e_DescribeDelegationTokenResponse_v3}
+DescribeDelegationTokenResponse._DEC = {1: _d_DescribeDelegationTokenResponse_v1, 2: _d_DescribeDelegationTokenResponse_v2, 3: _d_DescribeDelegationTokenResponse_v3}
+DescribeDelegationTokenResponse._ENC = {1: _e_DescribeDelegationTokenResponse_v1, 2: _e_DescribeDelegationTokenResponse_v2, 3: _e_DescribeDelegationTokenResponse_v3}
 DescribeDelegationTokenResponse._FIELDS = (
     FieldInfo('error_code', 'int16', (0, 3), None, None, False, None),
     FieldInfo('tokens', '[]DescribedDelegationToken', (0, 3), None, None, False, DescribeDelegationTokenResponse.DescribedDelegationToken),
     FieldInfo('throttle_time_ms', 'int32', (0, 3), None, None, False, None),
 )
-DescribeDelegationTokenResponse.DescribedDelegationToken._DEC = {0: _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v0, 1: _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v0, 2: _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v2, 3: _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v3}
-DescribeDelegationTokenResponse.DescribedDelegationToken._ENC = {0: _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v0, 1: _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v1, 2: _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v2, 3: _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v3}
+DescribeDelegationTokenResponse.DescribedDelegationToken._DEC = {1: _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v1, 2: _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v2, 3: _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v3}
+DescribeDelegationTokenResponse.DescribedDelegationToken._ENC = {1: _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v1, 2: _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v2, 3: _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v3}
 DescribeDelegationTokenResponse.DescribedDelegationToken._FIELDS = (
     FieldInfo('principal_type', 'string', (0, 3), None, None, False, None),
     FieldInfo('principal_name', 'string', (0, 3), None, None, False, None),
@@ -715,8 +684,8 @@ DescribeDelegationTokenResponse.DescribedDelegationToken._FIELDS = (
     FieldInfo('hmac', 'bytes', (0, 3), None, None, False, None),
     FieldInfo('renewers', '[]DescribedDelegationTokenRenewer', (0, 3), None, None, False, DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer),
 )
-DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer._DEC = {0: _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0, 1: _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0, 2: _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2, 3: _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2}
-DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer._ENC = {0: _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0, 1: _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0, 2: _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2, 3: _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2}
+DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer._DEC = {1: _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v1, 2: _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2, 3: _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2}
+DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer._ENC = {1: _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v1, 2: _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2, 3: _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2}
 DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer._FIELDS = (
     FieldInfo('principal_type', 'string', (0, 3), None, None, False, None),
     FieldInfo('principal_name', 'string', (0, 3), None, None, False, None),

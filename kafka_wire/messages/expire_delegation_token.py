@@ -52,11 +52,11 @@ _F_q = _S('>q')
 
 
 class ExpireDelegationTokenRequest(Struct):
-    """ExpireDelegationTokenRequest (versions 0-2, flexible from 2)."""
+    """ExpireDelegationTokenRequest (versions 1-2, flexible from 2)."""
 
     __slots__ = ('hmac', 'expiry_time_period_ms', 'unknown_tagged_fields',)
     API_KEY = 40
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
@@ -72,11 +72,11 @@ class ExpireDelegationTokenRequest(Struct):
 
 
 class ExpireDelegationTokenResponse(Struct):
-    """ExpireDelegationTokenResponse (versions 0-2, flexible from 2)."""
+    """ExpireDelegationTokenResponse (versions 1-2, flexible from 2)."""
 
     __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields',)
     API_KEY = 40
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
@@ -93,7 +93,7 @@ class ExpireDelegationTokenResponse(Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_ExpireDelegationTokenRequest_v0(b, p):
+def _d_ExpireDelegationTokenRequest_v1(b, p):
     o = _new(ExpireDelegationTokenRequest)
     x, p = r_bytes(b, p, 'ExpireDelegationTokenRequest.hmac')
     if x is None:
@@ -107,7 +107,7 @@ def _d_ExpireDelegationTokenRequest_v0(b, p):
     return o, p
 
 
-def _e_ExpireDelegationTokenRequest_v0(o, out):
+def _e_ExpireDelegationTokenRequest_v1(o, out):
     w_bytes(out, o.hmac, 'ExpireDelegationTokenRequest.hmac')
     out += _F_q.pack(o.expiry_time_period_ms)
 
@@ -144,7 +144,7 @@ def _e_ExpireDelegationTokenRequest_v2(o, out):
         out.append(0)
 
 
-def _d_ExpireDelegationTokenResponse_v0(b, p):
+def _d_ExpireDelegationTokenResponse_v1(b, p):
     o = _new(ExpireDelegationTokenResponse)
     if p + 14 > len(b):
         truncated('ExpireDelegationTokenResponse.error_code', p)
@@ -154,7 +154,7 @@ def _d_ExpireDelegationTokenResponse_v0(b, p):
     return o, p
 
 
-def _e_ExpireDelegationTokenResponse_v0(o, out):
+def _e_ExpireDelegationTokenResponse_v1(o, out):
     out += _F_hqi.pack(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms)
 
 
@@ -185,14 +185,14 @@ def _e_ExpireDelegationTokenResponse_v2(o, out):
         out.append(0)
 
 
-ExpireDelegationTokenRequest._DEC = {0: _d_ExpireDelegationTokenRequest_v0, 1: _d_ExpireDelegationTokenRequest_v0, 2: _d_ExpireDelegationTokenRequest_v2}
-ExpireDelegationTokenRequest._ENC = {0: _e_ExpireDelegationTokenRequest_v0, 1: _e_ExpireDelegationTokenRequest_v0, 2: _e_ExpireDelegationTokenRequest_v2}
+ExpireDelegationTokenRequest._DEC = {1: _d_ExpireDelegationTokenRequest_v1, 2: _d_ExpireDelegationTokenRequest_v2}
+ExpireDelegationTokenRequest._ENC = {1: _e_ExpireDelegationTokenRequest_v1, 2: _e_ExpireDelegationTokenRequest_v2}
 ExpireDelegationTokenRequest._FIELDS = (
     FieldInfo('hmac', 'bytes', (0, 2), None, None, False, None),
     FieldInfo('expiry_time_period_ms', 'int64', (0, 2), None, None, False, None),
 )
-ExpireDelegationTokenResponse._DEC = {0: _d_ExpireDelegationTokenResponse_v0, 1: _d_ExpireDelegationTokenResponse_v0, 2: _d_ExpireDelegationTokenResponse_v2}
-ExpireDelegationTokenResponse._ENC = {0: _e_ExpireDelegationTokenResponse_v0, 1: _e_ExpireDelegationTokenResponse_v0, 2: _e_ExpireDelegationTokenResponse_v2}
+ExpireDelegationTokenResponse._DEC = {1: _d_ExpireDelegationTokenResponse_v1, 2: _d_ExpireDelegationTokenResponse_v2}
+ExpireDelegationTokenResponse._ENC = {1: _e_ExpireDelegationTokenResponse_v1, 2: _e_ExpireDelegationTokenResponse_v2}
 ExpireDelegationTokenResponse._FIELDS = (
     FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
     FieldInfo('expiry_timestamp_ms', 'int64', (0, 2), None, None, False, None),

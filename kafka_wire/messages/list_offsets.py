@@ -88,19 +88,17 @@ class ListOffsetsRequest(Struct):
     class ListOffsetsPartition(Struct):
         """ListOffsetsPartition in ListOffsetsRequest (versions 1-11, flexible from 6)."""
 
-        __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tagged_fields',)
+        __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'unknown_tagged_fields',)
 
         partition_index: int
         current_leader_epoch: int
         timestamp: int
-        max_num_offsets: int
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, max_num_offsets: int = 1, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.partition_index = partition_index
             self.current_leader_epoch = current_leader_epoch
             self.timestamp = timestamp
-            self.max_num_offsets = max_num_offsets
             self.unknown_tagged_fields = unknown_tagged_fields
 
     def __init__(self, *, replica_id: int = 0, isolation_level: int = 0, topics: list[ListOffsetsRequest.ListOffsetsTopic] = ..., timeout_ms: int = 0, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
@@ -142,20 +140,18 @@ class ListOffsetsResponse(Struct):
     class ListOffsetsPartitionResponse(Struct):
         """ListOffsetsPartitionResponse in ListOffsetsResponse (versions 1-11, flexible from 6)."""
 
-        __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields',)
+        __slots__ = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields',)
 
         partition_index: int
         error_code: int
-        old_style_offsets: list[int]
         timestamp: int
         offset: int
         leader_epoch: int
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, partition_index: int = 0, error_code: int = 0, old_style_offsets: list[int] = ..., timestamp: int = -1, offset: int = -1, leader_epoch: int = -1, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, partition_index: int = 0, error_code: int = 0, timestamp: int = -1, offset: int = -1, leader_epoch: int = -1, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
-            self.old_style_offsets = [] if old_style_offsets is ... else old_style_offsets
             self.timestamp = timestamp
             self.offset = offset
             self.leader_epoch = leader_epoch
@@ -174,14 +170,11 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_v1(b, p):
     o.partition_index, o.timestamp = _F_iq.unpack_from(b, p)
     p += 12
     o.current_leader_epoch = -1
-    o.max_num_offsets = 1
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v1(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 1)
     out += _F_iq.pack(o.partition_index, o.timestamp)
 
 
@@ -251,23 +244,6 @@ def _e_ListOffsetsRequest_v1(o, out):
             _e_ListOffsetsRequest_ListOffsetsTopic_v1(e, out)
 
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_v2(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 2)
-    out += _F_iq.pack(o.partition_index, o.timestamp)
-
-
-def _e_ListOffsetsRequest_ListOffsetsTopic_v2(o, out):
-    w_str(out, o.name, 'ListOffsetsRequest.ListOffsetsTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.ListOffsetsTopic.partitions' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsPartition_v2(e, out)
-
-
 def _d_ListOffsetsRequest_v2(b, p):
     o = _new(ListOffsetsRequest)
     if p + 5 > len(b):
@@ -297,35 +273,7 @@ def _e_ListOffsetsRequest_v2(o, out):
     else:
         out += pack_i32(len(a))
         for e in a:
-            _e_ListOffsetsRequest_ListOffsetsTopic_v2(e, out)
-
-
-def _e_ListOffsetsRequest_ListOffsetsPartition_v3(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 3)
-    out += _F_iq.pack(o.partition_index, o.timestamp)
-
-
-def _e_ListOffsetsRequest_ListOffsetsTopic_v3(o, out):
-    w_str(out, o.name, 'ListOffsetsRequest.ListOffsetsTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.ListOffsetsTopic.partitions' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsPartition_v3(e, out)
-
-
-def _e_ListOffsetsRequest_v3(o, out):
-    out += _F_ib.pack(o.replica_id, o.isolation_level)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.topics' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsTopic_v3(e, out)
+            _e_ListOffsetsRequest_ListOffsetsTopic_v1(e, out)
 
 
 def _d_ListOffsetsRequest_ListOffsetsPartition_v4(b, p):
@@ -334,14 +282,11 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_v4(b, p):
         truncated('ListOffsetsRequest.ListOffsetsPartition.partition_index', p)
     o.partition_index, o.current_leader_epoch, o.timestamp = _F_iiq.unpack_from(b, p)
     p += 16
-    o.max_num_offsets = 1
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v4(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 4)
     out += _F_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
 
 
@@ -408,41 +353,12 @@ def _e_ListOffsetsRequest_v4(o, out):
             _e_ListOffsetsRequest_ListOffsetsTopic_v4(e, out)
 
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_v5(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 5)
-    out += _F_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-
-
-def _e_ListOffsetsRequest_ListOffsetsTopic_v5(o, out):
-    w_str(out, o.name, 'ListOffsetsRequest.ListOffsetsTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.ListOffsetsTopic.partitions' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsPartition_v5(e, out)
-
-
-def _e_ListOffsetsRequest_v5(o, out):
-    out += _F_ib.pack(o.replica_id, o.isolation_level)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.topics' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsTopic_v5(e, out)
-
-
 def _d_ListOffsetsRequest_ListOffsetsPartition_v6(b, p):
     o = _new(ListOffsetsRequest.ListOffsetsPartition)
     if p + 16 > len(b):
         truncated('ListOffsetsRequest.ListOffsetsPartition.partition_index', p)
     o.partition_index, o.current_leader_epoch, o.timestamp = _F_iiq.unpack_from(b, p)
     p += 16
-    o.max_num_offsets = 1
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -456,8 +372,6 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_v6(b, p):
 
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v6(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 6)
     out += _F_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     u = o.unknown_tagged_fields
     if u:
@@ -555,162 +469,6 @@ def _e_ListOffsetsRequest_v6(o, out):
         out.append(0)
 
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_v7(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 7)
-    out += _F_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_ListOffsetsTopic_v7(o, out):
-    w_cstr(out, o.name, 'ListOffsetsRequest.ListOffsetsTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.ListOffsetsTopic.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsPartition_v7(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_v7(o, out):
-    out += _F_ib.pack(o.replica_id, o.isolation_level)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsTopic_v7(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_ListOffsetsPartition_v8(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 8)
-    out += _F_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_ListOffsetsTopic_v8(o, out):
-    w_cstr(out, o.name, 'ListOffsetsRequest.ListOffsetsTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.ListOffsetsTopic.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsPartition_v8(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_v8(o, out):
-    out += _F_ib.pack(o.replica_id, o.isolation_level)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsTopic_v8(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_ListOffsetsPartition_v9(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 9)
-    out += _F_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_ListOffsetsTopic_v9(o, out):
-    w_cstr(out, o.name, 'ListOffsetsRequest.ListOffsetsTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.ListOffsetsTopic.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsPartition_v9(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_v9(o, out):
-    out += _F_ib.pack(o.replica_id, o.isolation_level)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsTopic_v9(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_ListOffsetsPartition_v10(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 10)
-    out += _F_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_ListOffsetsTopic_v10(o, out):
-    w_cstr(out, o.name, 'ListOffsetsRequest.ListOffsetsTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.ListOffsetsTopic.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsPartition_v10(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
 def _d_ListOffsetsRequest_v10(b, p):
     o = _new(ListOffsetsRequest)
     if p + 5 > len(b):
@@ -751,51 +509,7 @@ def _e_ListOffsetsRequest_v10(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ListOffsetsRequest_ListOffsetsTopic_v10(e, out)
-    out += _F_i.pack(o.timeout_ms)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_ListOffsetsPartition_v11(o, out):
-    if o.max_num_offsets != 1:
-        not_in_version('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', 11)
-    out += _F_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_ListOffsetsTopic_v11(o, out):
-    w_cstr(out, o.name, 'ListOffsetsRequest.ListOffsetsTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.ListOffsetsTopic.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsPartition_v11(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsRequest_v11(o, out):
-    out += _F_ib.pack(o.replica_id, o.isolation_level)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsRequest.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsRequest_ListOffsetsTopic_v11(e, out)
+            _e_ListOffsetsRequest_ListOffsetsTopic_v6(e, out)
     out += _F_i.pack(o.timeout_ms)
     u = o.unknown_tagged_fields
     if u:
@@ -810,15 +524,12 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(b, p):
         truncated('ListOffsetsResponse.ListOffsetsPartitionResponse.partition_index', p)
     o.partition_index, o.error_code, o.timestamp, o.offset = _F_ihqq.unpack_from(b, p)
     p += 22
-    o.old_style_offsets = []
     o.leader_epoch = -1
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 1)
     if o.leader_epoch != -1:
         not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch', 1)
     out += _F_ihqq.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
@@ -883,8 +594,6 @@ def _e_ListOffsetsResponse_v1(o, out):
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 2)
     if o.leader_epoch != -1:
         not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch', 2)
     out += _F_ihqq.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
@@ -933,8 +642,6 @@ def _e_ListOffsetsResponse_v2(o, out):
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 3)
     if o.leader_epoch != -1:
         not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch', 3)
     out += _F_ihqq.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
@@ -968,14 +675,11 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(b, p):
         truncated('ListOffsetsResponse.ListOffsetsPartitionResponse.partition_index', p)
     o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _F_ihqqi.unpack_from(b, p)
     p += 26
-    o.old_style_offsets = []
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 4)
     out += _F_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 
@@ -1041,41 +745,12 @@ def _e_ListOffsetsResponse_v4(o, out):
             _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(e, out)
 
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v5(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 5)
-    out += _F_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
-
-
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v5(o, out):
-    w_str(out, o.name, 'ListOffsetsResponse.ListOffsetsTopicResponse.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.ListOffsetsTopicResponse.partitions' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v5(e, out)
-
-
-def _e_ListOffsetsResponse_v5(o, out):
-    out += _F_i.pack(o.throttle_time_ms)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.topics' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsTopicResponse_v5(e, out)
-
-
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(b, p):
     o = _new(ListOffsetsResponse.ListOffsetsPartitionResponse)
     if p + 26 > len(b):
         truncated('ListOffsetsResponse.ListOffsetsPartitionResponse.partition_index', p)
     o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _F_ihqqi.unpack_from(b, p)
     p += 26
-    o.old_style_offsets = []
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -1089,8 +764,6 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(b, p):
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 6)
     out += _F_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -1187,223 +860,8 @@ def _e_ListOffsetsResponse_v6(o, out):
         out.append(0)
 
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v7(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 7)
-    out += _F_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v7(o, out):
-    w_cstr(out, o.name, 'ListOffsetsResponse.ListOffsetsTopicResponse.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.ListOffsetsTopicResponse.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v7(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_v7(o, out):
-    out += _F_i.pack(o.throttle_time_ms)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsTopicResponse_v7(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v8(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 8)
-    out += _F_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v8(o, out):
-    w_cstr(out, o.name, 'ListOffsetsResponse.ListOffsetsTopicResponse.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.ListOffsetsTopicResponse.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v8(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_v8(o, out):
-    out += _F_i.pack(o.throttle_time_ms)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsTopicResponse_v8(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v9(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 9)
-    out += _F_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v9(o, out):
-    w_cstr(out, o.name, 'ListOffsetsResponse.ListOffsetsTopicResponse.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.ListOffsetsTopicResponse.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v9(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_v9(o, out):
-    out += _F_i.pack(o.throttle_time_ms)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsTopicResponse_v9(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v10(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 10)
-    out += _F_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v10(o, out):
-    w_cstr(out, o.name, 'ListOffsetsResponse.ListOffsetsTopicResponse.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.ListOffsetsTopicResponse.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v10(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_v10(o, out):
-    out += _F_i.pack(o.throttle_time_ms)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsTopicResponse_v10(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v11(o, out):
-    if o.old_style_offsets != []:
-        not_in_version('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', 11)
-    out += _F_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v11(o, out):
-    w_cstr(out, o.name, 'ListOffsetsResponse.ListOffsetsTopicResponse.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.ListOffsetsTopicResponse.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v11(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_ListOffsetsResponse_v11(o, out):
-    out += _F_i.pack(o.throttle_time_ms)
-    a = o.topics
-    if a is None:
-        raise EncodeError('ListOffsetsResponse.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_ListOffsetsResponse_ListOffsetsTopicResponse_v11(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
 ListOffsetsRequest._DEC = {1: _d_ListOffsetsRequest_v1, 2: _d_ListOffsetsRequest_v2, 3: _d_ListOffsetsRequest_v2, 4: _d_ListOffsetsRequest_v4, 5: _d_ListOffsetsRequest_v4, 6: _d_ListOffsetsRequest_v6, 7: _d_ListOffsetsRequest_v6, 8: _d_ListOffsetsRequest_v6, 9: _d_ListOffsetsRequest_v6, 10: _d_ListOffsetsRequest_v10, 11: _d_ListOffsetsRequest_v10}
-ListOffsetsRequest._ENC = {1: _e_ListOffsetsRequest_v1, 2: _e_ListOffsetsRequest_v2, 3: _e_ListOffsetsRequest_v3, 4: _e_ListOffsetsRequest_v4, 5: _e_ListOffsetsRequest_v5, 6: _e_ListOffsetsRequest_v6, 7: _e_ListOffsetsRequest_v7, 8: _e_ListOffsetsRequest_v8, 9: _e_ListOffsetsRequest_v9, 10: _e_ListOffsetsRequest_v10, 11: _e_ListOffsetsRequest_v11}
+ListOffsetsRequest._ENC = {1: _e_ListOffsetsRequest_v1, 2: _e_ListOffsetsRequest_v2, 3: _e_ListOffsetsRequest_v2, 4: _e_ListOffsetsRequest_v4, 5: _e_ListOffsetsRequest_v4, 6: _e_ListOffsetsRequest_v6, 7: _e_ListOffsetsRequest_v6, 8: _e_ListOffsetsRequest_v6, 9: _e_ListOffsetsRequest_v6, 10: _e_ListOffsetsRequest_v10, 11: _e_ListOffsetsRequest_v10}
 ListOffsetsRequest._FIELDS = (
     FieldInfo('replica_id', 'int32', (0, 11), None, None, False, None),
     FieldInfo('isolation_level', 'int8', (2, 11), None, None, False, None),
@@ -1411,37 +869,35 @@ ListOffsetsRequest._FIELDS = (
     FieldInfo('timeout_ms', 'int32', (10, 11), None, None, True, None),
 )
 ListOffsetsRequest.ListOffsetsTopic._DEC = {1: _d_ListOffsetsRequest_ListOffsetsTopic_v1, 2: _d_ListOffsetsRequest_ListOffsetsTopic_v1, 3: _d_ListOffsetsRequest_ListOffsetsTopic_v1, 4: _d_ListOffsetsRequest_ListOffsetsTopic_v4, 5: _d_ListOffsetsRequest_ListOffsetsTopic_v4, 6: _d_ListOffsetsRequest_ListOffsetsTopic_v6, 7: _d_ListOffsetsRequest_ListOffsetsTopic_v6, 8: _d_ListOffsetsRequest_ListOffsetsTopic_v6, 9: _d_ListOffsetsRequest_ListOffsetsTopic_v6, 10: _d_ListOffsetsRequest_ListOffsetsTopic_v6, 11: _d_ListOffsetsRequest_ListOffsetsTopic_v6}
-ListOffsetsRequest.ListOffsetsTopic._ENC = {1: _e_ListOffsetsRequest_ListOffsetsTopic_v1, 2: _e_ListOffsetsRequest_ListOffsetsTopic_v2, 3: _e_ListOffsetsRequest_ListOffsetsTopic_v3, 4: _e_ListOffsetsRequest_ListOffsetsTopic_v4, 5: _e_ListOffsetsRequest_ListOffsetsTopic_v5, 6: _e_ListOffsetsRequest_ListOffsetsTopic_v6, 7: _e_ListOffsetsRequest_ListOffsetsTopic_v7, 8: _e_ListOffsetsRequest_ListOffsetsTopic_v8, 9: _e_ListOffsetsRequest_ListOffsetsTopic_v9, 10: _e_ListOffsetsRequest_ListOffsetsTopic_v10, 11: _e_ListOffsetsRequest_ListOffsetsTopic_v11}
+ListOffsetsRequest.ListOffsetsTopic._ENC = {1: _e_ListOffsetsRequest_ListOffsetsTopic_v1, 2: _e_ListOffsetsRequest_ListOffsetsTopic_v1, 3: _e_ListOffsetsRequest_ListOffsetsTopic_v1, 4: _e_ListOffsetsRequest_ListOffsetsTopic_v4, 5: _e_ListOffsetsRequest_ListOffsetsTopic_v4, 6: _e_ListOffsetsRequest_ListOffsetsTopic_v6, 7: _e_ListOffsetsRequest_ListOffsetsTopic_v6, 8: _e_ListOffsetsRequest_ListOffsetsTopic_v6, 9: _e_ListOffsetsRequest_ListOffsetsTopic_v6, 10: _e_ListOffsetsRequest_ListOffsetsTopic_v6, 11: _e_ListOffsetsRequest_ListOffsetsTopic_v6}
 ListOffsetsRequest.ListOffsetsTopic._FIELDS = (
     FieldInfo('name', 'string', (0, 11), None, None, False, None),
     FieldInfo('partitions', '[]ListOffsetsPartition', (0, 11), None, None, False, ListOffsetsRequest.ListOffsetsPartition),
 )
 ListOffsetsRequest.ListOffsetsPartition._DEC = {1: _d_ListOffsetsRequest_ListOffsetsPartition_v1, 2: _d_ListOffsetsRequest_ListOffsetsPartition_v1, 3: _d_ListOffsetsRequest_ListOffsetsPartition_v1, 4: _d_ListOffsetsRequest_ListOffsetsPartition_v4, 5: _d_ListOffsetsRequest_ListOffsetsPartition_v4, 6: _d_ListOffsetsRequest_ListOffsetsPartition_v6, 7: _d_ListOffsetsRequest_ListOffsetsPartition_v6, 8: _d_ListOffsetsRequest_ListOffsetsPartition_v6, 9: _d_ListOffsetsRequest_ListOffsetsPartition_v6, 10: _d_ListOffsetsRequest_ListOffsetsPartition_v6, 11: _d_ListOffsetsRequest_ListOffsetsPartition_v6}
-ListOffsetsRequest.ListOffsetsPartition._ENC = {1: _e_ListOffsetsRequest_ListOffsetsPartition_v1, 2: _e_ListOffsetsRequest_ListOffsetsPartition_v2, 3: _e_ListOffsetsRequest_ListOffsetsPartition_v3, 4: _e_ListOffsetsRequest_ListOffsetsPartition_v4, 5: _e_ListOffsetsRequest_ListOffsetsPartition_v5, 6: _e_ListOffsetsRequest_ListOffsetsPartition_v6, 7: _e_ListOffsetsRequest_ListOffsetsPartition_v7, 8: _e_ListOffsetsRequest_ListOffsetsPartition_v8, 9: _e_ListOffsetsRequest_ListOffsetsPartition_v9, 10: _e_ListOffsetsRequest_ListOffsetsPartition_v10, 11: _e_ListOffsetsRequest_ListOffsetsPartition_v11}
+ListOffsetsRequest.ListOffsetsPartition._ENC = {1: _e_ListOffsetsRequest_ListOffsetsPartition_v1, 2: _e_ListOffsetsRequest_ListOffsetsPartition_v1, 3: _e_ListOffsetsRequest_ListOffsetsPartition_v1, 4: _e_ListOffsetsRequest_ListOffsetsPartition_v4, 5: _e_ListOffsetsRequest_ListOffsetsPartition_v4, 6: _e_ListOffsetsRequest_ListOffsetsPartition_v6, 7: _e_ListOffsetsRequest_ListOffsetsPartition_v6, 8: _e_ListOffsetsRequest_ListOffsetsPartition_v6, 9: _e_ListOffsetsRequest_ListOffsetsPartition_v6, 10: _e_ListOffsetsRequest_ListOffsetsPartition_v6, 11: _e_ListOffsetsRequest_ListOffsetsPartition_v6}
 ListOffsetsRequest.ListOffsetsPartition._FIELDS = (
     FieldInfo('partition_index', 'int32', (0, 11), None, None, False, None),
     FieldInfo('current_leader_epoch', 'int32', (4, 11), None, None, True, None),
     FieldInfo('timestamp', 'int64', (0, 11), None, None, False, None),
-    FieldInfo('max_num_offsets', 'int32', (0, 0), None, None, False, None),
 )
 ListOffsetsResponse._DEC = {1: _d_ListOffsetsResponse_v1, 2: _d_ListOffsetsResponse_v2, 3: _d_ListOffsetsResponse_v2, 4: _d_ListOffsetsResponse_v4, 5: _d_ListOffsetsResponse_v4, 6: _d_ListOffsetsResponse_v6, 7: _d_ListOffsetsResponse_v6, 8: _d_ListOffsetsResponse_v6, 9: _d_ListOffsetsResponse_v6, 10: _d_ListOffsetsResponse_v6, 11: _d_ListOffsetsResponse_v6}
-ListOffsetsResponse._ENC = {1: _e_ListOffsetsResponse_v1, 2: _e_ListOffsetsResponse_v2, 3: _e_ListOffsetsResponse_v3, 4: _e_ListOffsetsResponse_v4, 5: _e_ListOffsetsResponse_v5, 6: _e_ListOffsetsResponse_v6, 7: _e_ListOffsetsResponse_v7, 8: _e_ListOffsetsResponse_v8, 9: _e_ListOffsetsResponse_v9, 10: _e_ListOffsetsResponse_v10, 11: _e_ListOffsetsResponse_v11}
+ListOffsetsResponse._ENC = {1: _e_ListOffsetsResponse_v1, 2: _e_ListOffsetsResponse_v2, 3: _e_ListOffsetsResponse_v3, 4: _e_ListOffsetsResponse_v4, 5: _e_ListOffsetsResponse_v4, 6: _e_ListOffsetsResponse_v6, 7: _e_ListOffsetsResponse_v6, 8: _e_ListOffsetsResponse_v6, 9: _e_ListOffsetsResponse_v6, 10: _e_ListOffsetsResponse_v6, 11: _e_ListOffsetsResponse_v6}
 ListOffsetsResponse._FIELDS = (
     FieldInfo('throttle_time_ms', 'int32', (2, 11), None, None, True, None),
     FieldInfo('topics', '[]ListOffsetsTopicResponse', (0, 11), None, None, False, ListOffsetsResponse.ListOffsetsTopicResponse),
 )
 ListOffsetsResponse.ListOffsetsTopicResponse._DEC = {1: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1, 2: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1, 3: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1, 4: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v4, 5: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v4, 6: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 7: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 8: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 9: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 10: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 11: _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6}
-ListOffsetsResponse.ListOffsetsTopicResponse._ENC = {1: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1, 2: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v2, 3: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v3, 4: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4, 5: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v5, 6: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 7: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v7, 8: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v8, 9: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v9, 10: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v10, 11: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v11}
+ListOffsetsResponse.ListOffsetsTopicResponse._ENC = {1: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1, 2: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v2, 3: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v3, 4: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4, 5: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4, 6: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 7: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 8: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 9: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 10: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6, 11: _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6}
 ListOffsetsResponse.ListOffsetsTopicResponse._FIELDS = (
     FieldInfo('name', 'string', (0, 11), None, None, False, None),
     FieldInfo('partitions', '[]ListOffsetsPartitionResponse', (0, 11), None, None, False, ListOffsetsResponse.ListOffsetsPartitionResponse),
 )
 ListOffsetsResponse.ListOffsetsPartitionResponse._DEC = {1: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1, 2: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1, 3: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1, 4: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4, 5: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4, 6: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 7: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 8: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 9: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 10: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 11: _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6}
-ListOffsetsResponse.ListOffsetsPartitionResponse._ENC = {1: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1, 2: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v2, 3: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v3, 4: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4, 5: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v5, 6: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 7: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v7, 8: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v8, 9: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v9, 10: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v10, 11: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v11}
+ListOffsetsResponse.ListOffsetsPartitionResponse._ENC = {1: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1, 2: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v2, 3: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v3, 4: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4, 5: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4, 6: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 7: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 8: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 9: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 10: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6, 11: _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6}
 ListOffsetsResponse.ListOffsetsPartitionResponse._FIELDS = (
     FieldInfo('partition_index', 'int32', (0, 11), None, None, False, None),
     FieldInfo('error_code', 'int16', (0, 11), None, None, False, None),
-    FieldInfo('old_style_offsets', '[]int64', (0, 0), None, None, False, None),
     FieldInfo('timestamp', 'int64', (1, 11), None, None, False, None),
     FieldInfo('offset', 'int64', (1, 11), None, None, False, None),
     FieldInfo('leader_epoch', 'int32', (4, 11), None, None, False, None),

@@ -92,20 +92,18 @@ class OffsetCommitRequest(Struct):
     class OffsetCommitRequestPartition(Struct):
         """OffsetCommitRequestPartition in OffsetCommitRequest (versions 2-10, flexible from 8)."""
 
-        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', 'unknown_tagged_fields',)
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields',)
 
         partition_index: int
         committed_offset: int
         committed_leader_epoch: int
-        commit_timestamp: int
         committed_metadata: str | None
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, commit_timestamp: int = -1, committed_metadata: str | None = '', unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, committed_metadata: str | None = '', unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.partition_index = partition_index
             self.committed_offset = committed_offset
             self.committed_leader_epoch = committed_leader_epoch
-            self.commit_timestamp = commit_timestamp
             self.committed_metadata = committed_metadata
             self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -178,14 +176,11 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v2(b, p):
     x, p = r_str(b, p, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
     o.committed_metadata = x
     o.committed_leader_epoch = -1
-    o.commit_timestamp = -1
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v2(o, out):
-    if o.commit_timestamp != -1:
-        not_in_version('OffsetCommitRequest.OffsetCommitRequestPartition.commit_timestamp', 2)
     out += _F_iq.pack(o.partition_index, o.committed_offset)
     w_nstr(out, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
 
@@ -271,24 +266,6 @@ def _e_OffsetCommitRequest_v2(o, out):
             _e_OffsetCommitRequest_OffsetCommitRequestTopic_v2(e, out)
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v3(o, out):
-    if o.commit_timestamp != -1:
-        not_in_version('OffsetCommitRequest.OffsetCommitRequestPartition.commit_timestamp', 3)
-    out += _F_iq.pack(o.partition_index, o.committed_offset)
-    w_nstr(out, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
-
-
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v3(o, out):
-    w_str(out, o.name, 'OffsetCommitRequest.OffsetCommitRequestTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('OffsetCommitRequest.OffsetCommitRequestTopic.partitions' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestPartition_v3(e, out)
-
-
 def _e_OffsetCommitRequest_v3(o, out):
     if o.group_instance_id != None:
         not_in_version('OffsetCommitRequest.group_instance_id', 3)
@@ -302,25 +279,7 @@ def _e_OffsetCommitRequest_v3(o, out):
     else:
         out += pack_i32(len(a))
         for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestTopic_v3(e, out)
-
-
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v4(o, out):
-    if o.commit_timestamp != -1:
-        not_in_version('OffsetCommitRequest.OffsetCommitRequestPartition.commit_timestamp', 4)
-    out += _F_iq.pack(o.partition_index, o.committed_offset)
-    w_nstr(out, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
-
-
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v4(o, out):
-    w_str(out, o.name, 'OffsetCommitRequest.OffsetCommitRequestTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('OffsetCommitRequest.OffsetCommitRequestTopic.partitions' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestPartition_v4(e, out)
+            _e_OffsetCommitRequest_OffsetCommitRequestTopic_v2(e, out)
 
 
 def _e_OffsetCommitRequest_v4(o, out):
@@ -336,25 +295,7 @@ def _e_OffsetCommitRequest_v4(o, out):
     else:
         out += pack_i32(len(a))
         for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestTopic_v4(e, out)
-
-
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v5(o, out):
-    if o.commit_timestamp != -1:
-        not_in_version('OffsetCommitRequest.OffsetCommitRequestPartition.commit_timestamp', 5)
-    out += _F_iq.pack(o.partition_index, o.committed_offset)
-    w_nstr(out, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
-
-
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v5(o, out):
-    w_str(out, o.name, 'OffsetCommitRequest.OffsetCommitRequestTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('OffsetCommitRequest.OffsetCommitRequestTopic.partitions' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestPartition_v5(e, out)
+            _e_OffsetCommitRequest_OffsetCommitRequestTopic_v2(e, out)
 
 
 def _d_OffsetCommitRequest_v5(b, p):
@@ -399,7 +340,7 @@ def _e_OffsetCommitRequest_v5(o, out):
     else:
         out += pack_i32(len(a))
         for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestTopic_v5(e, out)
+            _e_OffsetCommitRequest_OffsetCommitRequestTopic_v2(e, out)
 
 
 def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6(b, p):
@@ -410,14 +351,11 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6(b, p):
     p += 16
     x, p = r_str(b, p, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
     o.committed_metadata = x
-    o.commit_timestamp = -1
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6(o, out):
-    if o.commit_timestamp != -1:
-        not_in_version('OffsetCommitRequest.OffsetCommitRequestPartition.commit_timestamp', 6)
     out += _F_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     w_nstr(out, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
 
@@ -499,24 +437,6 @@ def _e_OffsetCommitRequest_v6(o, out):
             _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(e, out)
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v7(o, out):
-    if o.commit_timestamp != -1:
-        not_in_version('OffsetCommitRequest.OffsetCommitRequestPartition.commit_timestamp', 7)
-    out += _F_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
-    w_nstr(out, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
-
-
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v7(o, out):
-    w_str(out, o.name, 'OffsetCommitRequest.OffsetCommitRequestTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('OffsetCommitRequest.OffsetCommitRequestTopic.partitions' + ': null is not allowed in this version')
-    else:
-        out += pack_i32(len(a))
-        for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestPartition_v7(e, out)
-
-
 def _d_OffsetCommitRequest_v7(b, p):
     o = _new(OffsetCommitRequest)
     x, p = r_str(b, p, 'OffsetCommitRequest.group_id')
@@ -559,7 +479,7 @@ def _e_OffsetCommitRequest_v7(o, out):
     else:
         out += pack_i32(len(a))
         for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestTopic_v7(e, out)
+            _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(e, out)
 
 
 def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(b, p):
@@ -570,7 +490,6 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(b, p):
     p += 16
     x, p = r_cstr(b, p, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
     o.committed_metadata = x
-    o.commit_timestamp = -1
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -584,8 +503,6 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(b, p):
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(o, out):
-    if o.commit_timestamp != -1:
-        not_in_version('OffsetCommitRequest.OffsetCommitRequestPartition.commit_timestamp', 8)
     out += _F_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     w_ncstr(out, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
     u = o.unknown_tagged_fields
@@ -698,65 +615,6 @@ def _e_OffsetCommitRequest_v8(o, out):
         out.append(0)
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v9(o, out):
-    if o.commit_timestamp != -1:
-        not_in_version('OffsetCommitRequest.OffsetCommitRequestPartition.commit_timestamp', 9)
-    out += _F_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
-    w_ncstr(out, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v9(o, out):
-    w_cstr(out, o.name, 'OffsetCommitRequest.OffsetCommitRequestTopic.name')
-    a = o.partitions
-    if a is None:
-        raise EncodeError('OffsetCommitRequest.OffsetCommitRequestTopic.partitions' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestPartition_v9(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_OffsetCommitRequest_v9(o, out):
-    w_cstr(out, o.group_id, 'OffsetCommitRequest.group_id')
-    out += _F_i.pack(o.generation_id_or_member_epoch)
-    w_cstr(out, o.member_id, 'OffsetCommitRequest.member_id')
-    w_ncstr(out, o.group_instance_id, 'OffsetCommitRequest.group_instance_id')
-    a = o.topics
-    if a is None:
-        raise EncodeError('OffsetCommitRequest.topics' + ': null is not allowed in this version')
-    else:
-        w_uvarint(out, len(a) + 1)
-        for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestTopic_v9(e, out)
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v10(o, out):
-    if o.commit_timestamp != -1:
-        not_in_version('OffsetCommitRequest.OffsetCommitRequestPartition.commit_timestamp', 10)
-    out += _F_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
-    w_ncstr(out, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
-    u = o.unknown_tagged_fields
-    if u:
-        w_tags(out, list(u))
-    else:
-        out.append(0)
-
-
 def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v10(b, p):
     o = _new(OffsetCommitRequest.OffsetCommitRequestTopic)
     if p + 16 > len(b):
@@ -795,7 +653,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v10(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_OffsetCommitRequest_OffsetCommitRequestPartition_v10(e, out)
+            _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -1172,7 +1030,7 @@ def _e_OffsetCommitResponse_v10(o, out):
 
 
 OffsetCommitRequest._DEC = {2: _d_OffsetCommitRequest_v2, 3: _d_OffsetCommitRequest_v2, 4: _d_OffsetCommitRequest_v2, 5: _d_OffsetCommitRequest_v5, 6: _d_OffsetCommitRequest_v6, 7: _d_OffsetCommitRequest_v7, 8: _d_OffsetCommitRequest_v8, 9: _d_OffsetCommitRequest_v8, 10: _d_OffsetCommitRequest_v10}
-OffsetCommitRequest._ENC = {2: _e_OffsetCommitRequest_v2, 3: _e_OffsetCommitRequest_v3, 4: _e_OffsetCommitRequest_v4, 5: _e_OffsetCommitRequest_v5, 6: _e_OffsetCommitRequest_v6, 7: _e_OffsetCommitRequest_v7, 8: _e_OffsetCommitRequest_v8, 9: _e_OffsetCommitRequest_v9, 10: _e_OffsetCommitRequest_v10}
+OffsetCommitRequest._ENC = {2: _e_OffsetCommitRequest_v2, 3: _e_OffsetCommitRequest_v3, 4: _e_OffsetCommitRequest_v4, 5: _e_OffsetCommitRequest_v5, 6: _e_OffsetCommitRequest_v6, 7: _e_OffsetCommitRequest_v7, 8: _e_OffsetCommitRequest_v8, 9: _e_OffsetCommitRequest_v8, 10: _e_OffsetCommitRequest_v10}
 OffsetCommitRequest._FIELDS = (
     FieldInfo('group_id', 'string', (0, 10), None, None, False, None),
     FieldInfo('generation_id_or_member_epoch', 'int32', (1, 10), None, None, True, None),
@@ -1182,19 +1040,18 @@ OffsetCommitRequest._FIELDS = (
     FieldInfo('topics', '[]OffsetCommitRequestTopic', (0, 10), None, None, False, OffsetCommitRequest.OffsetCommitRequestTopic),
 )
 OffsetCommitRequest.OffsetCommitRequestTopic._DEC = {2: _d_OffsetCommitRequest_OffsetCommitRequestTopic_v2, 3: _d_OffsetCommitRequest_OffsetCommitRequestTopic_v2, 4: _d_OffsetCommitRequest_OffsetCommitRequestTopic_v2, 5: _d_OffsetCommitRequest_OffsetCommitRequestTopic_v2, 6: _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6, 7: _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6, 8: _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8, 9: _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8, 10: _d_OffsetCommitRequest_OffsetCommitRequestTopic_v10}
-OffsetCommitRequest.OffsetCommitRequestTopic._ENC = {2: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v2, 3: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v3, 4: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v4, 5: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v5, 6: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6, 7: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v7, 8: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8, 9: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v9, 10: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v10}
+OffsetCommitRequest.OffsetCommitRequestTopic._ENC = {2: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v2, 3: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v2, 4: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v2, 5: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v2, 6: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6, 7: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6, 8: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8, 9: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8, 10: _e_OffsetCommitRequest_OffsetCommitRequestTopic_v10}
 OffsetCommitRequest.OffsetCommitRequestTopic._FIELDS = (
     FieldInfo('name', 'string', (0, 9), None, None, True, None),
     FieldInfo('topic_id', 'uuid', (10, 10), None, None, True, None),
     FieldInfo('partitions', '[]OffsetCommitRequestPartition', (0, 10), None, None, False, OffsetCommitRequest.OffsetCommitRequestPartition),
 )
 OffsetCommitRequest.OffsetCommitRequestPartition._DEC = {2: _d_OffsetCommitRequest_OffsetCommitRequestPartition_v2, 3: _d_OffsetCommitRequest_OffsetCommitRequestPartition_v2, 4: _d_OffsetCommitRequest_OffsetCommitRequestPartition_v2, 5: _d_OffsetCommitRequest_OffsetCommitRequestPartition_v2, 6: _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6, 7: _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6, 8: _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8, 9: _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8, 10: _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8}
-OffsetCommitRequest.OffsetCommitRequestPartition._ENC = {2: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v2, 3: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v3, 4: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v4, 5: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v5, 6: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6, 7: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v7, 8: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8, 9: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v9, 10: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v10}
+OffsetCommitRequest.OffsetCommitRequestPartition._ENC = {2: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v2, 3: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v2, 4: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v2, 5: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v2, 6: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6, 7: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6, 8: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8, 9: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8, 10: _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8}
 OffsetCommitRequest.OffsetCommitRequestPartition._FIELDS = (
     FieldInfo('partition_index', 'int32', (0, 10), None, None, False, None),
     FieldInfo('committed_offset', 'int64', (0, 10), None, None, False, None),
     FieldInfo('committed_leader_epoch', 'int32', (6, 10), None, None, True, None),
-    FieldInfo('commit_timestamp', 'int64', (1, 1), None, None, False, None),
     FieldInfo('committed_metadata', 'string', (0, 10), (2, 10), None, False, None),
 )
 OffsetCommitResponse._DEC = {2: _d_OffsetCommitResponse_v2, 3: _d_OffsetCommitResponse_v3, 4: _d_OffsetCommitResponse_v3, 5: _d_OffsetCommitResponse_v3, 6: _d_OffsetCommitResponse_v3, 7: _d_OffsetCommitResponse_v3, 8: _d_OffsetCommitResponse_v8, 9: _d_OffsetCommitResponse_v8, 10: _d_OffsetCommitResponse_v10}

@@ -62,7 +62,7 @@ class ReadShareGroupStateRequest(Struct):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_MIN = 0
-    LATEST_UNSTABLE = True
+    LATEST_UNSTABLE = False
 
     group_id: str
     topics: list[ReadShareGroupStateRequest.ReadStateData]

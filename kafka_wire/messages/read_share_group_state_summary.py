@@ -50,25 +50,26 @@ _new = object.__new__
 _F_U = _S('>16s')
 _F_ih = _S('>ih')
 _F_ii = _S('>ii')
-_F_iq = _S('>iq')
+_F_iiq = _S('>iiq')
+_F_iiqi = _S('>iiqi')
 
 
 class ReadShareGroupStateSummaryRequest(Struct):
-    """ReadShareGroupStateSummaryRequest (versions 0-0, flexible from 0)."""
+    """ReadShareGroupStateSummaryRequest (versions 0-1, flexible from 0)."""
 
     __slots__ = ('group_id', 'topics', 'unknown_tagged_fields',)
     API_KEY = 87
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
-    LATEST_UNSTABLE = True
+    LATEST_UNSTABLE = False
 
     group_id: str
     topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData]
     unknown_tagged_fields: TaggedFields
 
     class ReadStateSummaryData(Struct):
-        """ReadStateSummaryData in ReadShareGroupStateSummaryRequest (versions 0-0, flexible from 0)."""
+        """ReadStateSummaryData in ReadShareGroupStateSummaryRequest (versions 0-1, flexible from 0)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -82,7 +83,7 @@ class ReadShareGroupStateSummaryRequest(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionData(Struct):
-        """PartitionData in ReadShareGroupStateSummaryRequest (versions 0-0, flexible from 0)."""
+        """PartitionData in ReadShareGroupStateSummaryRequest (versions 0-1, flexible from 0)."""
 
         __slots__ = ('partition', 'leader_epoch', 'unknown_tagged_fields',)
 
@@ -102,12 +103,12 @@ class ReadShareGroupStateSummaryRequest(Struct):
 
 
 class ReadShareGroupStateSummaryResponse(Struct):
-    """ReadShareGroupStateSummaryResponse (versions 0-0, flexible from 0)."""
+    """ReadShareGroupStateSummaryResponse (versions 0-1, flexible from 0)."""
 
     __slots__ = ('results', 'unknown_tagged_fields',)
     API_KEY = 87
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -115,7 +116,7 @@ class ReadShareGroupStateSummaryResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class ReadStateSummaryResult(Struct):
-        """ReadStateSummaryResult in ReadShareGroupStateSummaryResponse (versions 0-0, flexible from 0)."""
+        """ReadStateSummaryResult in ReadShareGroupStateSummaryResponse (versions 0-1, flexible from 0)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -129,23 +130,27 @@ class ReadShareGroupStateSummaryResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionResult(Struct):
-        """PartitionResult in ReadShareGroupStateSummaryResponse (versions 0-0, flexible from 0)."""
+        """PartitionResult in ReadShareGroupStateSummaryResponse (versions 0-1, flexible from 0)."""
 
-        __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'unknown_tagged_fields',)
+        __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'unknown_tagged_fields',)
 
         partition: int
         error_code: int
         error_message: str | None
         state_epoch: int
+        leader_epoch: int
         start_offset: int
+        delivery_complete_count: int
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None, state_epoch: int = 0, start_offset: int = 0, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None, state_epoch: int = 0, leader_epoch: int = 0, start_offset: int = 0, delivery_complete_count: int = -1, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.partition = partition
             self.error_code = error_code
             self.error_message = error_message
             self.state_epoch = state_epoch
+            self.leader_epoch = leader_epoch
             self.start_offset = start_offset
+            self.delivery_complete_count = delivery_complete_count
             self.unknown_tagged_fields = unknown_tagged_fields
 
     def __init__(self, *, results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
@@ -277,10 +282,11 @@ def _d_ReadShareGroupStateSummaryResponse_PartitionResult_v0(b, p):
     p += 6
     x, p = r_cstr(b, p, 'ReadShareGroupStateSummaryResponse.PartitionResult.error_message')
     o.error_message = x
-    if p + 12 > len(b):
+    if p + 16 > len(b):
         truncated('ReadShareGroupStateSummaryResponse.PartitionResult.state_epoch', p)
-    o.state_epoch, o.start_offset = _F_iq.unpack_from(b, p)
-    p += 12
+    o.state_epoch, o.leader_epoch, o.start_offset = _F_iiq.unpack_from(b, p)
+    p += 16
+    o.delivery_complete_count = -1
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -296,7 +302,7 @@ def _d_ReadShareGroupStateSummaryResponse_PartitionResult_v0(b, p):
 def _e_ReadShareGroupStateSummaryResponse_PartitionResult_v0(o, out):
     out += _F_ih.pack(o.partition, o.error_code)
     w_ncstr(out, o.error_message, 'ReadShareGroupStateSummaryResponse.PartitionResult.error_message')
-    out += _F_iq.pack(o.state_epoch, o.start_offset)
+    out += _F_iiq.pack(o.state_epoch, o.leader_epoch, o.start_offset)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -311,7 +317,7 @@ def _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(b, p):
     o.topic_id, = _F_U.unpack_from(b, p)
     p += 16
     o.topic_id = UUID(bytes=o.topic_id)
-    c, p = r_calen(b, p, 20, 'ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions')
+    c, p = r_calen(b, p, 24, 'ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions')
     if c < 0:
         null_error('ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions', p)
     else:
@@ -388,41 +394,162 @@ def _e_ReadShareGroupStateSummaryResponse_v0(o, out):
         out.append(0)
 
 
-ReadShareGroupStateSummaryRequest._DEC = {0: _d_ReadShareGroupStateSummaryRequest_v0}
-ReadShareGroupStateSummaryRequest._ENC = {0: _e_ReadShareGroupStateSummaryRequest_v0}
+def _d_ReadShareGroupStateSummaryResponse_PartitionResult_v1(b, p):
+    o = _new(ReadShareGroupStateSummaryResponse.PartitionResult)
+    if p + 6 > len(b):
+        truncated('ReadShareGroupStateSummaryResponse.PartitionResult.partition', p)
+    o.partition, o.error_code = _F_ih.unpack_from(b, p)
+    p += 6
+    x, p = r_cstr(b, p, 'ReadShareGroupStateSummaryResponse.PartitionResult.error_message')
+    o.error_message = x
+    if p + 20 > len(b):
+        truncated('ReadShareGroupStateSummaryResponse.PartitionResult.state_epoch', p)
+    o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count = _F_iiqi.unpack_from(b, p)
+    p += 20
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ReadShareGroupStateSummaryResponse.PartitionResult._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ReadShareGroupStateSummaryResponse_PartitionResult_v1(o, out):
+    out += _F_ih.pack(o.partition, o.error_code)
+    w_ncstr(out, o.error_message, 'ReadShareGroupStateSummaryResponse.PartitionResult.error_message')
+    out += _F_iiqi.pack(o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(b, p):
+    o = _new(ReadShareGroupStateSummaryResponse.ReadStateSummaryResult)
+    if p + 16 > len(b):
+        truncated('ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.topic_id', p)
+    o.topic_id, = _F_U.unpack_from(b, p)
+    p += 16
+    o.topic_id = UUID(bytes=o.topic_id)
+    c, p = r_calen(b, p, 28, 'ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions')
+    if c < 0:
+        null_error('ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_ReadShareGroupStateSummaryResponse_PartitionResult_v1(b, p)
+            ap(e)
+    o.partitions = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ReadShareGroupStateSummaryResponse.ReadStateSummaryResult._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(o, out):
+    out += _F_U.pack(o.topic_id.bytes)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ReadShareGroupStateSummaryResponse_PartitionResult_v1(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_ReadShareGroupStateSummaryResponse_v1(b, p):
+    o = _new(ReadShareGroupStateSummaryResponse)
+    c, p = r_calen(b, p, 18, 'ReadShareGroupStateSummaryResponse.results')
+    if c < 0:
+        null_error('ReadShareGroupStateSummaryResponse.results', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(b, p)
+            ap(e)
+    o.results = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ReadShareGroupStateSummaryResponse._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ReadShareGroupStateSummaryResponse_v1(o, out):
+    a = o.results
+    if a is None:
+        raise EncodeError('ReadShareGroupStateSummaryResponse.results' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+ReadShareGroupStateSummaryRequest._DEC = {0: _d_ReadShareGroupStateSummaryRequest_v0, 1: _d_ReadShareGroupStateSummaryRequest_v0}
+ReadShareGroupStateSummaryRequest._ENC = {0: _e_ReadShareGroupStateSummaryRequest_v0, 1: _e_ReadShareGroupStateSummaryRequest_v0}
 ReadShareGroupStateSummaryRequest._FIELDS = (
-    FieldInfo('group_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('topics', '[]ReadStateSummaryData', (0, 0), None, None, False, ReadShareGroupStateSummaryRequest.ReadStateSummaryData),
+    FieldInfo('group_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('topics', '[]ReadStateSummaryData', (0, 1), None, None, False, ReadShareGroupStateSummaryRequest.ReadStateSummaryData),
 )
-ReadShareGroupStateSummaryRequest.ReadStateSummaryData._DEC = {0: _d_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0}
-ReadShareGroupStateSummaryRequest.ReadStateSummaryData._ENC = {0: _e_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0}
+ReadShareGroupStateSummaryRequest.ReadStateSummaryData._DEC = {0: _d_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0, 1: _d_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0}
+ReadShareGroupStateSummaryRequest.ReadStateSummaryData._ENC = {0: _e_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0, 1: _e_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0}
 ReadShareGroupStateSummaryRequest.ReadStateSummaryData._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]PartitionData', (0, 0), None, None, False, ReadShareGroupStateSummaryRequest.PartitionData),
+    FieldInfo('topic_id', 'uuid', (0, 1), None, None, False, None),
+    FieldInfo('partitions', '[]PartitionData', (0, 1), None, None, False, ReadShareGroupStateSummaryRequest.PartitionData),
 )
-ReadShareGroupStateSummaryRequest.PartitionData._DEC = {0: _d_ReadShareGroupStateSummaryRequest_PartitionData_v0}
-ReadShareGroupStateSummaryRequest.PartitionData._ENC = {0: _e_ReadShareGroupStateSummaryRequest_PartitionData_v0}
+ReadShareGroupStateSummaryRequest.PartitionData._DEC = {0: _d_ReadShareGroupStateSummaryRequest_PartitionData_v0, 1: _d_ReadShareGroupStateSummaryRequest_PartitionData_v0}
+ReadShareGroupStateSummaryRequest.PartitionData._ENC = {0: _e_ReadShareGroupStateSummaryRequest_PartitionData_v0, 1: _e_ReadShareGroupStateSummaryRequest_PartitionData_v0}
 ReadShareGroupStateSummaryRequest.PartitionData._FIELDS = (
-    FieldInfo('partition', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('leader_epoch', 'int32', (0, 0), None, None, False, None),
+    FieldInfo('partition', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('leader_epoch', 'int32', (0, 1), None, None, False, None),
 )
-ReadShareGroupStateSummaryResponse._DEC = {0: _d_ReadShareGroupStateSummaryResponse_v0}
-ReadShareGroupStateSummaryResponse._ENC = {0: _e_ReadShareGroupStateSummaryResponse_v0}
+ReadShareGroupStateSummaryResponse._DEC = {0: _d_ReadShareGroupStateSummaryResponse_v0, 1: _d_ReadShareGroupStateSummaryResponse_v1}
+ReadShareGroupStateSummaryResponse._ENC = {0: _e_ReadShareGroupStateSummaryResponse_v0, 1: _e_ReadShareGroupStateSummaryResponse_v1}
 ReadShareGroupStateSummaryResponse._FIELDS = (
-    FieldInfo('results', '[]ReadStateSummaryResult', (0, 0), None, None, False, ReadShareGroupStateSummaryResponse.ReadStateSummaryResult),
+    FieldInfo('results', '[]ReadStateSummaryResult', (0, 1), None, None, False, ReadShareGroupStateSummaryResponse.ReadStateSummaryResult),
 )
-ReadShareGroupStateSummaryResponse.ReadStateSummaryResult._DEC = {0: _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0}
-ReadShareGroupStateSummaryResponse.ReadStateSummaryResult._ENC = {0: _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0}
+ReadShareGroupStateSummaryResponse.ReadStateSummaryResult._DEC = {0: _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0, 1: _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1}
+ReadShareGroupStateSummaryResponse.ReadStateSummaryResult._ENC = {0: _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0, 1: _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1}
 ReadShareGroupStateSummaryResponse.ReadStateSummaryResult._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]PartitionResult', (0, 0), None, None, False, ReadShareGroupStateSummaryResponse.PartitionResult),
+    FieldInfo('topic_id', 'uuid', (0, 1), None, None, False, None),
+    FieldInfo('partitions', '[]PartitionResult', (0, 1), None, None, False, ReadShareGroupStateSummaryResponse.PartitionResult),
 )
-ReadShareGroupStateSummaryResponse.PartitionResult._DEC = {0: _d_ReadShareGroupStateSummaryResponse_PartitionResult_v0}
-ReadShareGroupStateSummaryResponse.PartitionResult._ENC = {0: _e_ReadShareGroupStateSummaryResponse_PartitionResult_v0}
+ReadShareGroupStateSummaryResponse.PartitionResult._DEC = {0: _d_ReadShareGroupStateSummaryResponse_PartitionResult_v0, 1: _d_ReadShareGroupStateSummaryResponse_PartitionResult_v1}
+ReadShareGroupStateSummaryResponse.PartitionResult._ENC = {0: _e_ReadShareGroupStateSummaryResponse_PartitionResult_v0, 1: _e_ReadShareGroupStateSummaryResponse_PartitionResult_v1}
 ReadShareGroupStateSummaryResponse.PartitionResult._FIELDS = (
-    FieldInfo('partition', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('state_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('start_offset', 'int64', (0, 0), None, None, False, None),
+    FieldInfo('partition', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 1), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 1), (0, 1), None, False, None),
+    FieldInfo('state_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('leader_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('start_offset', 'int64', (0, 1), None, None, False, None),
+    FieldInfo('delivery_complete_count', 'int32', (1, 1), None, None, True, None),
 )

@@ -52,11 +52,11 @@ _F_q = _S('>q')
 
 
 class RenewDelegationTokenRequest(Struct):
-    """RenewDelegationTokenRequest (versions 0-2, flexible from 2)."""
+    """RenewDelegationTokenRequest (versions 1-2, flexible from 2)."""
 
     __slots__ = ('hmac', 'renew_period_ms', 'unknown_tagged_fields',)
     API_KEY = 39
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
@@ -72,11 +72,11 @@ class RenewDelegationTokenRequest(Struct):
 
 
 class RenewDelegationTokenResponse(Struct):
-    """RenewDelegationTokenResponse (versions 0-2, flexible from 2)."""
+    """RenewDelegationTokenResponse (versions 1-2, flexible from 2)."""
 
     __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields',)
     API_KEY = 39
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     LATEST_UNSTABLE = False
@@ -93,7 +93,7 @@ class RenewDelegationTokenResponse(Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_RenewDelegationTokenRequest_v0(b, p):
+def _d_RenewDelegationTokenRequest_v1(b, p):
     o = _new(RenewDelegationTokenRequest)
     x, p = r_bytes(b, p, 'RenewDelegationTokenRequest.hmac')
     if x is None:
@@ -107,7 +107,7 @@ def _d_RenewDelegationTokenRequest_v0(b, p):
     return o, p
 
 
-def _e_RenewDelegationTokenRequest_v0(o, out):
+def _e_RenewDelegationTokenRequest_v1(o, out):
     w_bytes(out, o.hmac, 'RenewDelegationTokenRequest.hmac')
     out += _F_q.pack(o.renew_period_ms)
 
@@ -144,7 +144,7 @@ def _e_RenewDelegationTokenRequest_v2(o, out):
         out.append(0)
 
 
-def _d_RenewDelegationTokenResponse_v0(b, p):
+def _d_RenewDelegationTokenResponse_v1(b, p):
     o = _new(RenewDelegationTokenResponse)
     if p + 14 > len(b):
         truncated('RenewDelegationTokenResponse.error_code', p)
@@ -154,7 +154,7 @@ def _d_RenewDelegationTokenResponse_v0(b, p):
     return o, p
 
 
-def _e_RenewDelegationTokenResponse_v0(o, out):
+def _e_RenewDelegationTokenResponse_v1(o, out):
     out += _F_hqi.pack(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms)
 
 
@@ -185,14 +185,14 @@ def _e_RenewDelegationTokenResponse_v2(o, out):
         out.append(0)
 
 
-RenewDelegationTokenRequest._DEC = {0: _d_RenewDelegationTokenRequest_v0, 1: _d_RenewDelegationTokenRequest_v0, 2: _d_RenewDelegationTokenRequest_v2}
-RenewDelegationTokenRequest._ENC = {0: _e_RenewDelegationTokenRequest_v0, 1: _e_RenewDelegationTokenRequest_v0, 2: _e_RenewDelegationTokenRequest_v2}
+RenewDelegationTokenRequest._DEC = {1: _d_RenewDelegationTokenRequest_v1, 2: _d_RenewDelegationTokenRequest_v2}
+RenewDelegationTokenRequest._ENC = {1: _e_RenewDelegationTokenRequest_v1, 2: _e_RenewDelegationTokenRequest_v2}
 RenewDelegationTokenRequest._FIELDS = (
     FieldInfo('hmac', 'bytes', (0, 2), None, None, False, None),
     FieldInfo('renew_period_ms', 'int64', (0, 2), None, None, False, None),
 )
-RenewDelegationTokenResponse._DEC = {0: _d_RenewDelegationTokenResponse_v0, 1: _d_RenewDelegationTokenResponse_v0, 2: _d_RenewDelegationTokenResponse_v2}
-RenewDelegationTokenResponse._ENC = {0: _e_RenewDelegationTokenResponse_v0, 1: _e_RenewDelegationTokenResponse_v0, 2: _e_RenewDelegationTokenResponse_v2}
+RenewDelegationTokenResponse._DEC = {1: _d_RenewDelegationTokenResponse_v1, 2: _d_RenewDelegationTokenResponse_v2}
+RenewDelegationTokenResponse._ENC = {1: _e_RenewDelegationTokenResponse_v1, 2: _e_RenewDelegationTokenResponse_v2}
 RenewDelegationTokenResponse._FIELDS = (
     FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
     FieldInfo('expiry_timestamp_ms', 'int64', (0, 2), None, None, False, None),

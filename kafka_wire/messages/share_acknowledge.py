@@ -49,29 +49,31 @@ _new = object.__new__
 
 _F_U = _S('>16s')
 _F_i = _S('>i')
+_F_iZ = _S('>i?')
 _F_ih = _S('>ih')
 _F_ii = _S('>ii')
 _F_qq = _S('>qq')
 
 
 class ShareAcknowledgeRequest(Struct):
-    """ShareAcknowledgeRequest (versions 0-0, flexible from 0)."""
+    """ShareAcknowledgeRequest (versions 1-2, flexible from 1)."""
 
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'topics', 'unknown_tagged_fields',)
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics', 'unknown_tagged_fields',)
     API_KEY = 79
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = 0
-    LATEST_UNSTABLE = True
+    MIN_VERSION = 1
+    MAX_VERSION = 2
+    FLEXIBLE_MIN = 1
+    LATEST_UNSTABLE = False
 
     group_id: str | None
     member_id: str | None
     share_session_epoch: int
+    is_renew_ack: bool
     topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
     unknown_tagged_fields: TaggedFields
 
     class AcknowledgeTopic(Struct):
-        """AcknowledgeTopic in ShareAcknowledgeRequest (versions 0-0, flexible from 0)."""
+        """AcknowledgeTopic in ShareAcknowledgeRequest (versions 1-2, flexible from 1)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -85,7 +87,7 @@ class ShareAcknowledgeRequest(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class AcknowledgePartition(Struct):
-        """AcknowledgePartition in ShareAcknowledgeRequest (versions 0-0, flexible from 0)."""
+        """AcknowledgePartition in ShareAcknowledgeRequest (versions 1-2, flexible from 1)."""
 
         __slots__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields',)
 
@@ -99,7 +101,7 @@ class ShareAcknowledgeRequest(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class AcknowledgementBatch(Struct):
-        """AcknowledgementBatch in ShareAcknowledgeRequest (versions 0-0, flexible from 0)."""
+        """AcknowledgementBatch in ShareAcknowledgeRequest (versions 1-2, flexible from 1)."""
 
         __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields',)
 
@@ -114,33 +116,35 @@ class ShareAcknowledgeRequest(Struct):
             self.acknowledge_types = [] if acknowledge_types is ... else acknowledge_types
             self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __init__(self, *, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+    def __init__(self, *, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, is_renew_ack: bool = False, topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is ... else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class ShareAcknowledgeResponse(Struct):
-    """ShareAcknowledgeResponse (versions 0-0, flexible from 0)."""
+    """ShareAcknowledgeResponse (versions 1-2, flexible from 1)."""
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields',)
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tagged_fields',)
     API_KEY = 79
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
+    FLEXIBLE_MIN = 1
     LATEST_UNSTABLE = False
 
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
     node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
     unknown_tagged_fields: TaggedFields
 
     class ShareAcknowledgeTopicResponse(Struct):
-        """ShareAcknowledgeTopicResponse in ShareAcknowledgeResponse (versions 0-0, flexible from 0)."""
+        """ShareAcknowledgeTopicResponse in ShareAcknowledgeResponse (versions 1-2, flexible from 1)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -154,7 +158,7 @@ class ShareAcknowledgeResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionData(Struct):
-        """PartitionData in ShareAcknowledgeResponse (versions 0-0, flexible from 0)."""
+        """PartitionData in ShareAcknowledgeResponse (versions 1-2, flexible from 1)."""
 
         __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader', 'unknown_tagged_fields',)
 
@@ -172,7 +176,7 @@ class ShareAcknowledgeResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class LeaderIdAndEpoch(Struct):
-        """LeaderIdAndEpoch in ShareAcknowledgeResponse (versions 0-0, flexible from 0)."""
+        """LeaderIdAndEpoch in ShareAcknowledgeResponse (versions 1-2, flexible from 1)."""
 
         __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields',)
 
@@ -186,7 +190,7 @@ class ShareAcknowledgeResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class NodeEndpoint(Struct):
-        """NodeEndpoint in ShareAcknowledgeResponse (versions 0-0, flexible from 0)."""
+        """NodeEndpoint in ShareAcknowledgeResponse (versions 1-2, flexible from 1)."""
 
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields',)
 
@@ -203,16 +207,17 @@ class ShareAcknowledgeResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, acquisition_lock_timeout_ms: int = 0, responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is ... else responses
         self.node_endpoints = [] if node_endpoints is ... else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_ShareAcknowledgeRequest_AcknowledgementBatch_v0(b, p):
+def _d_ShareAcknowledgeRequest_AcknowledgementBatch_v1(b, p):
     o = _new(ShareAcknowledgeRequest.AcknowledgementBatch)
     if p + 16 > len(b):
         truncated('ShareAcknowledgeRequest.AcknowledgementBatch.first_offset', p)
@@ -236,7 +241,7 @@ def _d_ShareAcknowledgeRequest_AcknowledgementBatch_v0(b, p):
     return o, p
 
 
-def _e_ShareAcknowledgeRequest_AcknowledgementBatch_v0(o, out):
+def _e_ShareAcknowledgeRequest_AcknowledgementBatch_v1(o, out):
     out += _F_qq.pack(o.first_offset, o.last_offset)
     a = o.acknowledge_types
     if a is None:
@@ -251,7 +256,7 @@ def _e_ShareAcknowledgeRequest_AcknowledgementBatch_v0(o, out):
         out.append(0)
 
 
-def _d_ShareAcknowledgeRequest_AcknowledgePartition_v0(b, p):
+def _d_ShareAcknowledgeRequest_AcknowledgePartition_v1(b, p):
     o = _new(ShareAcknowledgeRequest.AcknowledgePartition)
     if p + 4 > len(b):
         truncated('ShareAcknowledgeRequest.AcknowledgePartition.partition_index', p)
@@ -264,7 +269,7 @@ def _d_ShareAcknowledgeRequest_AcknowledgePartition_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareAcknowledgeRequest_AcknowledgementBatch_v0(b, p)
+            e, p = _d_ShareAcknowledgeRequest_AcknowledgementBatch_v1(b, p)
             ap(e)
     o.acknowledgement_batches = x
     if p < len(b) and not b[p]:
@@ -279,7 +284,7 @@ def _d_ShareAcknowledgeRequest_AcknowledgePartition_v0(b, p):
     return o, p
 
 
-def _e_ShareAcknowledgeRequest_AcknowledgePartition_v0(o, out):
+def _e_ShareAcknowledgeRequest_AcknowledgePartition_v1(o, out):
     out += _F_i.pack(o.partition_index)
     a = o.acknowledgement_batches
     if a is None:
@@ -287,7 +292,7 @@ def _e_ShareAcknowledgeRequest_AcknowledgePartition_v0(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareAcknowledgeRequest_AcknowledgementBatch_v0(e, out)
+            _e_ShareAcknowledgeRequest_AcknowledgementBatch_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -295,7 +300,7 @@ def _e_ShareAcknowledgeRequest_AcknowledgePartition_v0(o, out):
         out.append(0)
 
 
-def _d_ShareAcknowledgeRequest_AcknowledgeTopic_v0(b, p):
+def _d_ShareAcknowledgeRequest_AcknowledgeTopic_v1(b, p):
     o = _new(ShareAcknowledgeRequest.AcknowledgeTopic)
     if p + 16 > len(b):
         truncated('ShareAcknowledgeRequest.AcknowledgeTopic.topic_id', p)
@@ -309,7 +314,7 @@ def _d_ShareAcknowledgeRequest_AcknowledgeTopic_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareAcknowledgeRequest_AcknowledgePartition_v0(b, p)
+            e, p = _d_ShareAcknowledgeRequest_AcknowledgePartition_v1(b, p)
             ap(e)
     o.partitions = x
     if p < len(b) and not b[p]:
@@ -324,7 +329,7 @@ def _d_ShareAcknowledgeRequest_AcknowledgeTopic_v0(b, p):
     return o, p
 
 
-def _e_ShareAcknowledgeRequest_AcknowledgeTopic_v0(o, out):
+def _e_ShareAcknowledgeRequest_AcknowledgeTopic_v1(o, out):
     out += _F_U.pack(o.topic_id.bytes)
     a = o.partitions
     if a is None:
@@ -332,7 +337,7 @@ def _e_ShareAcknowledgeRequest_AcknowledgeTopic_v0(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareAcknowledgeRequest_AcknowledgePartition_v0(e, out)
+            _e_ShareAcknowledgeRequest_AcknowledgePartition_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -340,7 +345,7 @@ def _e_ShareAcknowledgeRequest_AcknowledgeTopic_v0(o, out):
         out.append(0)
 
 
-def _d_ShareAcknowledgeRequest_v0(b, p):
+def _d_ShareAcknowledgeRequest_v1(b, p):
     o = _new(ShareAcknowledgeRequest)
     x, p = r_cstr(b, p, 'ShareAcknowledgeRequest.group_id')
     o.group_id = x
@@ -357,7 +362,60 @@ def _d_ShareAcknowledgeRequest_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareAcknowledgeRequest_AcknowledgeTopic_v0(b, p)
+            e, p = _d_ShareAcknowledgeRequest_AcknowledgeTopic_v1(b, p)
+            ap(e)
+    o.topics = x
+    o.is_renew_ack = False
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ShareAcknowledgeRequest._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ShareAcknowledgeRequest_v1(o, out):
+    if o.is_renew_ack != False:
+        not_in_version('ShareAcknowledgeRequest.is_renew_ack', 1)
+    w_ncstr(out, o.group_id, 'ShareAcknowledgeRequest.group_id')
+    w_ncstr(out, o.member_id, 'ShareAcknowledgeRequest.member_id')
+    out += _F_i.pack(o.share_session_epoch)
+    a = o.topics
+    if a is None:
+        raise EncodeError('ShareAcknowledgeRequest.topics' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ShareAcknowledgeRequest_AcknowledgeTopic_v1(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_ShareAcknowledgeRequest_v2(b, p):
+    o = _new(ShareAcknowledgeRequest)
+    x, p = r_cstr(b, p, 'ShareAcknowledgeRequest.group_id')
+    o.group_id = x
+    x, p = r_cstr(b, p, 'ShareAcknowledgeRequest.member_id')
+    o.member_id = x
+    if p + 5 > len(b):
+        truncated('ShareAcknowledgeRequest.share_session_epoch', p)
+    o.share_session_epoch, o.is_renew_ack = _F_iZ.unpack_from(b, p)
+    p += 5
+    c, p = r_calen(b, p, 18, 'ShareAcknowledgeRequest.topics')
+    if c < 0:
+        null_error('ShareAcknowledgeRequest.topics', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_ShareAcknowledgeRequest_AcknowledgeTopic_v1(b, p)
             ap(e)
     o.topics = x
     if p < len(b) and not b[p]:
@@ -372,17 +430,17 @@ def _d_ShareAcknowledgeRequest_v0(b, p):
     return o, p
 
 
-def _e_ShareAcknowledgeRequest_v0(o, out):
+def _e_ShareAcknowledgeRequest_v2(o, out):
     w_ncstr(out, o.group_id, 'ShareAcknowledgeRequest.group_id')
     w_ncstr(out, o.member_id, 'ShareAcknowledgeRequest.member_id')
-    out += _F_i.pack(o.share_session_epoch)
+    out += _F_iZ.pack(o.share_session_epoch, o.is_renew_ack)
     a = o.topics
     if a is None:
         raise EncodeError('ShareAcknowledgeRequest.topics' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareAcknowledgeRequest_AcknowledgeTopic_v0(e, out)
+            _e_ShareAcknowledgeRequest_AcknowledgeTopic_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -390,7 +448,7 @@ def _e_ShareAcknowledgeRequest_v0(o, out):
         out.append(0)
 
 
-def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(b, p):
+def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(b, p):
     o = _new(ShareAcknowledgeResponse.LeaderIdAndEpoch)
     if p + 8 > len(b):
         truncated('ShareAcknowledgeResponse.LeaderIdAndEpoch.leader_id', p)
@@ -408,7 +466,7 @@ def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(b, p):
     return o, p
 
 
-def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(o, out):
+def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o, out):
     out += _F_ii.pack(o.leader_id, o.leader_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -417,7 +475,7 @@ def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(o, out):
         out.append(0)
 
 
-def _d_ShareAcknowledgeResponse_PartitionData_v0(b, p):
+def _d_ShareAcknowledgeResponse_PartitionData_v1(b, p):
     o = _new(ShareAcknowledgeResponse.PartitionData)
     if p + 6 > len(b):
         truncated('ShareAcknowledgeResponse.PartitionData.partition_index', p)
@@ -425,7 +483,7 @@ def _d_ShareAcknowledgeResponse_PartitionData_v0(b, p):
     p += 6
     x, p = r_cstr(b, p, 'ShareAcknowledgeResponse.PartitionData.error_message')
     o.error_message = x
-    x, p = _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(b, p)
+    x, p = _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(b, p)
     o.current_leader = x
     if p < len(b) and not b[p]:
         p += 1
@@ -439,13 +497,13 @@ def _d_ShareAcknowledgeResponse_PartitionData_v0(b, p):
     return o, p
 
 
-def _e_ShareAcknowledgeResponse_PartitionData_v0(o, out):
+def _e_ShareAcknowledgeResponse_PartitionData_v1(o, out):
     out += _F_ih.pack(o.partition_index, o.error_code)
     w_ncstr(out, o.error_message, 'ShareAcknowledgeResponse.PartitionData.error_message')
     s = o.current_leader
     if s is None:
         raise EncodeError('ShareAcknowledgeResponse.PartitionData.current_leader' + ': null is not allowed in this version')
-    _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(s, out)
+    _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(s, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -453,7 +511,7 @@ def _e_ShareAcknowledgeResponse_PartitionData_v0(o, out):
         out.append(0)
 
 
-def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(b, p):
+def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(b, p):
     o = _new(ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse)
     if p + 16 > len(b):
         truncated('ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.topic_id', p)
@@ -467,7 +525,7 @@ def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareAcknowledgeResponse_PartitionData_v0(b, p)
+            e, p = _d_ShareAcknowledgeResponse_PartitionData_v1(b, p)
             ap(e)
     o.partitions = x
     if p < len(b) and not b[p]:
@@ -482,7 +540,7 @@ def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(b, p):
     return o, p
 
 
-def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(o, out):
+def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(o, out):
     out += _F_U.pack(o.topic_id.bytes)
     a = o.partitions
     if a is None:
@@ -490,7 +548,7 @@ def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareAcknowledgeResponse_PartitionData_v0(e, out)
+            _e_ShareAcknowledgeResponse_PartitionData_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -498,7 +556,7 @@ def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(o, out):
         out.append(0)
 
 
-def _d_ShareAcknowledgeResponse_NodeEndpoint_v0(b, p):
+def _d_ShareAcknowledgeResponse_NodeEndpoint_v1(b, p):
     o = _new(ShareAcknowledgeResponse.NodeEndpoint)
     if p + 4 > len(b):
         truncated('ShareAcknowledgeResponse.NodeEndpoint.node_id', p)
@@ -526,7 +584,7 @@ def _d_ShareAcknowledgeResponse_NodeEndpoint_v0(b, p):
     return o, p
 
 
-def _e_ShareAcknowledgeResponse_NodeEndpoint_v0(o, out):
+def _e_ShareAcknowledgeResponse_NodeEndpoint_v1(o, out):
     out += _F_i.pack(o.node_id)
     w_cstr(out, o.host, 'ShareAcknowledgeResponse.NodeEndpoint.host')
     out += _F_i.pack(o.port)
@@ -538,7 +596,7 @@ def _e_ShareAcknowledgeResponse_NodeEndpoint_v0(o, out):
         out.append(0)
 
 
-def _d_ShareAcknowledgeResponse_v0(b, p):
+def _d_ShareAcknowledgeResponse_v1(b, p):
     o = _new(ShareAcknowledgeResponse)
     if p + 6 > len(b):
         truncated('ShareAcknowledgeResponse.throttle_time_ms', p)
@@ -553,7 +611,7 @@ def _d_ShareAcknowledgeResponse_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(b, p)
+            e, p = _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(b, p)
             ap(e)
     o.responses = x
     c, p = r_calen(b, p, 11, 'ShareAcknowledgeResponse.node_endpoints')
@@ -563,7 +621,76 @@ def _d_ShareAcknowledgeResponse_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareAcknowledgeResponse_NodeEndpoint_v0(b, p)
+            e, p = _d_ShareAcknowledgeResponse_NodeEndpoint_v1(b, p)
+            ap(e)
+    o.node_endpoints = x
+    o.acquisition_lock_timeout_ms = 0
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ShareAcknowledgeResponse._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ShareAcknowledgeResponse_v1(o, out):
+    out += _F_ih.pack(o.throttle_time_ms, o.error_code)
+    w_ncstr(out, o.error_message, 'ShareAcknowledgeResponse.error_message')
+    a = o.responses
+    if a is None:
+        raise EncodeError('ShareAcknowledgeResponse.responses' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(e, out)
+    a = o.node_endpoints
+    if a is None:
+        raise EncodeError('ShareAcknowledgeResponse.node_endpoints' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ShareAcknowledgeResponse_NodeEndpoint_v1(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_ShareAcknowledgeResponse_v2(b, p):
+    o = _new(ShareAcknowledgeResponse)
+    if p + 6 > len(b):
+        truncated('ShareAcknowledgeResponse.throttle_time_ms', p)
+    o.throttle_time_ms, o.error_code = _F_ih.unpack_from(b, p)
+    p += 6
+    x, p = r_cstr(b, p, 'ShareAcknowledgeResponse.error_message')
+    o.error_message = x
+    if p + 4 > len(b):
+        truncated('ShareAcknowledgeResponse.acquisition_lock_timeout_ms', p)
+    o.acquisition_lock_timeout_ms, = _F_i.unpack_from(b, p)
+    p += 4
+    c, p = r_calen(b, p, 18, 'ShareAcknowledgeResponse.responses')
+    if c < 0:
+        null_error('ShareAcknowledgeResponse.responses', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(b, p)
+            ap(e)
+    o.responses = x
+    c, p = r_calen(b, p, 11, 'ShareAcknowledgeResponse.node_endpoints')
+    if c < 0:
+        null_error('ShareAcknowledgeResponse.node_endpoints', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_ShareAcknowledgeResponse_NodeEndpoint_v1(b, p)
             ap(e)
     o.node_endpoints = x
     if p < len(b) and not b[p]:
@@ -578,23 +705,24 @@ def _d_ShareAcknowledgeResponse_v0(b, p):
     return o, p
 
 
-def _e_ShareAcknowledgeResponse_v0(o, out):
+def _e_ShareAcknowledgeResponse_v2(o, out):
     out += _F_ih.pack(o.throttle_time_ms, o.error_code)
     w_ncstr(out, o.error_message, 'ShareAcknowledgeResponse.error_message')
+    out += _F_i.pack(o.acquisition_lock_timeout_ms)
     a = o.responses
     if a is None:
         raise EncodeError('ShareAcknowledgeResponse.responses' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(e, out)
+            _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(e, out)
     a = o.node_endpoints
     if a is None:
         raise EncodeError('ShareAcknowledgeResponse.node_endpoints' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareAcknowledgeResponse_NodeEndpoint_v0(e, out)
+            _e_ShareAcknowledgeResponse_NodeEndpoint_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -602,67 +730,69 @@ def _e_ShareAcknowledgeResponse_v0(o, out):
         out.append(0)
 
 
-ShareAcknowledgeRequest._DEC = {0: _d_ShareAcknowledgeRequest_v0}
-ShareAcknowledgeRequest._ENC = {0: _e_ShareAcknowledgeRequest_v0}
+ShareAcknowledgeRequest._DEC = {1: _d_ShareAcknowledgeRequest_v1, 2: _d_ShareAcknowledgeRequest_v2}
+ShareAcknowledgeRequest._ENC = {1: _e_ShareAcknowledgeRequest_v1, 2: _e_ShareAcknowledgeRequest_v2}
 ShareAcknowledgeRequest._FIELDS = (
-    FieldInfo('group_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('member_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('share_session_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('topics', '[]AcknowledgeTopic', (0, 0), None, None, False, ShareAcknowledgeRequest.AcknowledgeTopic),
+    FieldInfo('group_id', 'string', (0, 2), (1, 2), None, False, None),
+    FieldInfo('member_id', 'string', (0, 2), (1, 2), None, False, None),
+    FieldInfo('share_session_epoch', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('is_renew_ack', 'bool', (2, 2), None, None, False, None),
+    FieldInfo('topics', '[]AcknowledgeTopic', (0, 2), None, None, False, ShareAcknowledgeRequest.AcknowledgeTopic),
 )
-ShareAcknowledgeRequest.AcknowledgeTopic._DEC = {0: _d_ShareAcknowledgeRequest_AcknowledgeTopic_v0}
-ShareAcknowledgeRequest.AcknowledgeTopic._ENC = {0: _e_ShareAcknowledgeRequest_AcknowledgeTopic_v0}
+ShareAcknowledgeRequest.AcknowledgeTopic._DEC = {1: _d_ShareAcknowledgeRequest_AcknowledgeTopic_v1, 2: _d_ShareAcknowledgeRequest_AcknowledgeTopic_v1}
+ShareAcknowledgeRequest.AcknowledgeTopic._ENC = {1: _e_ShareAcknowledgeRequest_AcknowledgeTopic_v1, 2: _e_ShareAcknowledgeRequest_AcknowledgeTopic_v1}
 ShareAcknowledgeRequest.AcknowledgeTopic._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]AcknowledgePartition', (0, 0), None, None, False, ShareAcknowledgeRequest.AcknowledgePartition),
+    FieldInfo('topic_id', 'uuid', (0, 2), None, None, False, None),
+    FieldInfo('partitions', '[]AcknowledgePartition', (0, 2), None, None, False, ShareAcknowledgeRequest.AcknowledgePartition),
 )
-ShareAcknowledgeRequest.AcknowledgePartition._DEC = {0: _d_ShareAcknowledgeRequest_AcknowledgePartition_v0}
-ShareAcknowledgeRequest.AcknowledgePartition._ENC = {0: _e_ShareAcknowledgeRequest_AcknowledgePartition_v0}
+ShareAcknowledgeRequest.AcknowledgePartition._DEC = {1: _d_ShareAcknowledgeRequest_AcknowledgePartition_v1, 2: _d_ShareAcknowledgeRequest_AcknowledgePartition_v1}
+ShareAcknowledgeRequest.AcknowledgePartition._ENC = {1: _e_ShareAcknowledgeRequest_AcknowledgePartition_v1, 2: _e_ShareAcknowledgeRequest_AcknowledgePartition_v1}
 ShareAcknowledgeRequest.AcknowledgePartition._FIELDS = (
-    FieldInfo('partition_index', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('acknowledgement_batches', '[]AcknowledgementBatch', (0, 0), None, None, False, ShareAcknowledgeRequest.AcknowledgementBatch),
+    FieldInfo('partition_index', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('acknowledgement_batches', '[]AcknowledgementBatch', (0, 2), None, None, False, ShareAcknowledgeRequest.AcknowledgementBatch),
 )
-ShareAcknowledgeRequest.AcknowledgementBatch._DEC = {0: _d_ShareAcknowledgeRequest_AcknowledgementBatch_v0}
-ShareAcknowledgeRequest.AcknowledgementBatch._ENC = {0: _e_ShareAcknowledgeRequest_AcknowledgementBatch_v0}
+ShareAcknowledgeRequest.AcknowledgementBatch._DEC = {1: _d_ShareAcknowledgeRequest_AcknowledgementBatch_v1, 2: _d_ShareAcknowledgeRequest_AcknowledgementBatch_v1}
+ShareAcknowledgeRequest.AcknowledgementBatch._ENC = {1: _e_ShareAcknowledgeRequest_AcknowledgementBatch_v1, 2: _e_ShareAcknowledgeRequest_AcknowledgementBatch_v1}
 ShareAcknowledgeRequest.AcknowledgementBatch._FIELDS = (
-    FieldInfo('first_offset', 'int64', (0, 0), None, None, False, None),
-    FieldInfo('last_offset', 'int64', (0, 0), None, None, False, None),
-    FieldInfo('acknowledge_types', '[]int8', (0, 0), None, None, False, None),
+    FieldInfo('first_offset', 'int64', (0, 2), None, None, False, None),
+    FieldInfo('last_offset', 'int64', (0, 2), None, None, False, None),
+    FieldInfo('acknowledge_types', '[]int8', (0, 2), None, None, False, None),
 )
-ShareAcknowledgeResponse._DEC = {0: _d_ShareAcknowledgeResponse_v0}
-ShareAcknowledgeResponse._ENC = {0: _e_ShareAcknowledgeResponse_v0}
+ShareAcknowledgeResponse._DEC = {1: _d_ShareAcknowledgeResponse_v1, 2: _d_ShareAcknowledgeResponse_v2}
+ShareAcknowledgeResponse._ENC = {1: _e_ShareAcknowledgeResponse_v1, 2: _e_ShareAcknowledgeResponse_v2}
 ShareAcknowledgeResponse._FIELDS = (
-    FieldInfo('throttle_time_ms', 'int32', (0, 0), None, None, True, None),
-    FieldInfo('error_code', 'int16', (0, 0), None, None, True, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('responses', '[]ShareAcknowledgeTopicResponse', (0, 0), None, None, False, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse),
-    FieldInfo('node_endpoints', '[]NodeEndpoint', (0, 0), None, None, False, ShareAcknowledgeResponse.NodeEndpoint),
+    FieldInfo('throttle_time_ms', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 2), (1, 2), None, False, None),
+    FieldInfo('acquisition_lock_timeout_ms', 'int32', (2, 2), None, None, True, None),
+    FieldInfo('responses', '[]ShareAcknowledgeTopicResponse', (0, 2), None, None, False, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse),
+    FieldInfo('node_endpoints', '[]NodeEndpoint', (0, 2), None, None, False, ShareAcknowledgeResponse.NodeEndpoint),
 )
-ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse._DEC = {0: _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0}
-ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse._ENC = {0: _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0}
+ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse._DEC = {1: _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1, 2: _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1}
+ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse._ENC = {1: _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1, 2: _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1}
 ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, True, None),
-    FieldInfo('partitions', '[]PartitionData', (0, 0), None, None, False, ShareAcknowledgeResponse.PartitionData),
+    FieldInfo('topic_id', 'uuid', (0, 2), None, None, False, None),
+    FieldInfo('partitions', '[]PartitionData', (0, 2), None, None, False, ShareAcknowledgeResponse.PartitionData),
 )
-ShareAcknowledgeResponse.PartitionData._DEC = {0: _d_ShareAcknowledgeResponse_PartitionData_v0}
-ShareAcknowledgeResponse.PartitionData._ENC = {0: _e_ShareAcknowledgeResponse_PartitionData_v0}
+ShareAcknowledgeResponse.PartitionData._DEC = {1: _d_ShareAcknowledgeResponse_PartitionData_v1, 2: _d_ShareAcknowledgeResponse_PartitionData_v1}
+ShareAcknowledgeResponse.PartitionData._ENC = {1: _e_ShareAcknowledgeResponse_PartitionData_v1, 2: _e_ShareAcknowledgeResponse_PartitionData_v1}
 ShareAcknowledgeResponse.PartitionData._FIELDS = (
-    FieldInfo('partition_index', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('current_leader', 'LeaderIdAndEpoch', (0, 0), None, None, False, ShareAcknowledgeResponse.LeaderIdAndEpoch),
+    FieldInfo('partition_index', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 2), (1, 2), None, False, None),
+    FieldInfo('current_leader', 'LeaderIdAndEpoch', (0, 2), None, None, False, ShareAcknowledgeResponse.LeaderIdAndEpoch),
 )
-ShareAcknowledgeResponse.LeaderIdAndEpoch._DEC = {0: _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0}
-ShareAcknowledgeResponse.LeaderIdAndEpoch._ENC = {0: _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0}
+ShareAcknowledgeResponse.LeaderIdAndEpoch._DEC = {1: _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1, 2: _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1}
+ShareAcknowledgeResponse.LeaderIdAndEpoch._ENC = {1: _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1, 2: _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1}
 ShareAcknowledgeResponse.LeaderIdAndEpoch._FIELDS = (
-    FieldInfo('leader_id', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('leader_epoch', 'int32', (0, 0), None, None, False, None),
+    FieldInfo('leader_id', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('leader_epoch', 'int32', (0, 2), None, None, False, None),
 )
-ShareAcknowledgeResponse.NodeEndpoint._DEC = {0: _d_ShareAcknowledgeResponse_NodeEndpoint_v0}
-ShareAcknowledgeResponse.NodeEndpoint._ENC = {0: _e_ShareAcknowledgeResponse_NodeEndpoint_v0}
+ShareAcknowledgeResponse.NodeEndpoint._DEC = {1: _d_ShareAcknowledgeResponse_NodeEndpoint_v1, 2: _d_ShareAcknowledgeResponse_NodeEndpoint_v1}
+ShareAcknowledgeResponse.NodeEndpoint._ENC = {1: _e_ShareAcknowledgeResponse_NodeEndpoint_v1, 2: _e_ShareAcknowledgeResponse_NodeEndpoint_v1}
 ShareAcknowledgeResponse.NodeEndpoint._FIELDS = (
-    FieldInfo('node_id', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('host', 'string', (0, 0), None, None, False, None),
-    FieldInfo('port', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('rack', 'string', (0, 0), (0, 0), None, False, None),
+    FieldInfo('node_id', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('host', 'string', (0, 2), None, None, False, None),
+    FieldInfo('port', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('rack', 'string', (0, 2), (1, 2), None, False, None),
 )

@@ -52,20 +52,21 @@ _F_h = _S('>h')
 _F_i = _S('>i')
 _F_ih = _S('>ih')
 _F_ii = _S('>ii')
-_F_iiii = _S('>iiii')
+_F_iiiiii = _S('>iiiiii')
+_F_iiiiiibZ = _S('>iiiiiib?')
 _F_qq = _S('>qq')
 _F_qqh = _S('>qqh')
 
 
 class ShareFetchRequest(Struct):
-    """ShareFetchRequest (versions 0-0, flexible from 0)."""
+    """ShareFetchRequest (versions 1-2, flexible from 1)."""
 
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields',)
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields',)
     API_KEY = 78
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = 0
-    LATEST_UNSTABLE = True
+    MIN_VERSION = 1
+    MAX_VERSION = 2
+    FLEXIBLE_MIN = 1
+    LATEST_UNSTABLE = False
 
     group_id: str | None
     member_id: str | None
@@ -73,12 +74,16 @@ class ShareFetchRequest(Struct):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    max_records: int
+    batch_size: int
+    share_acquire_mode: int
+    is_renew_ack: bool
     topics: list[ShareFetchRequest.FetchTopic]
     forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
     unknown_tagged_fields: TaggedFields
 
     class FetchTopic(Struct):
-        """FetchTopic in ShareFetchRequest (versions 0-0, flexible from 0)."""
+        """FetchTopic in ShareFetchRequest (versions 1-2, flexible from 1)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -92,7 +97,7 @@ class ShareFetchRequest(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class FetchPartition(Struct):
-        """FetchPartition in ShareFetchRequest (versions 0-0, flexible from 0)."""
+        """FetchPartition in ShareFetchRequest (versions 1-2, flexible from 1)."""
 
         __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tagged_fields',)
 
@@ -108,7 +113,7 @@ class ShareFetchRequest(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class AcknowledgementBatch(Struct):
-        """AcknowledgementBatch in ShareFetchRequest (versions 0-0, flexible from 0)."""
+        """AcknowledgementBatch in ShareFetchRequest (versions 1-2, flexible from 1)."""
 
         __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields',)
 
@@ -124,7 +129,7 @@ class ShareFetchRequest(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class ForgottenTopic(Struct):
-        """ForgottenTopic in ShareFetchRequest (versions 0-0, flexible from 0)."""
+        """ForgottenTopic in ShareFetchRequest (versions 1-2, flexible from 1)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -137,37 +142,42 @@ class ShareFetchRequest(Struct):
             self.partitions = [] if partitions is ... else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __init__(self, *, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, topics: list[ShareFetchRequest.FetchTopic] = ..., forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+    def __init__(self, *, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, max_records: int = 0, batch_size: int = 0, share_acquire_mode: int = 0, is_renew_ack: bool = False, topics: list[ShareFetchRequest.FetchTopic] = ..., forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is ... else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is ... else forgotten_topics_data
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class ShareFetchResponse(Struct):
-    """ShareFetchResponse (versions 0-0, flexible from 0)."""
+    """ShareFetchResponse (versions 1-2, flexible from 1)."""
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields',)
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tagged_fields',)
     API_KEY = 78
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
+    FLEXIBLE_MIN = 1
     LATEST_UNSTABLE = False
 
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
     node_endpoints: list[ShareFetchResponse.NodeEndpoint]
     unknown_tagged_fields: TaggedFields
 
     class ShareFetchableTopicResponse(Struct):
-        """ShareFetchableTopicResponse in ShareFetchResponse (versions 0-0, flexible from 0)."""
+        """ShareFetchableTopicResponse in ShareFetchResponse (versions 1-2, flexible from 1)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -181,7 +191,7 @@ class ShareFetchResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionData(Struct):
-        """PartitionData in ShareFetchResponse (versions 0-0, flexible from 0)."""
+        """PartitionData in ShareFetchResponse (versions 1-2, flexible from 1)."""
 
         __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', 'unknown_tagged_fields',)
 
@@ -207,7 +217,7 @@ class ShareFetchResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class LeaderIdAndEpoch(Struct):
-        """LeaderIdAndEpoch in ShareFetchResponse (versions 0-0, flexible from 0)."""
+        """LeaderIdAndEpoch in ShareFetchResponse (versions 1-2, flexible from 1)."""
 
         __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields',)
 
@@ -221,7 +231,7 @@ class ShareFetchResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class AcquiredRecords(Struct):
-        """AcquiredRecords in ShareFetchResponse (versions 0-0, flexible from 0)."""
+        """AcquiredRecords in ShareFetchResponse (versions 1-2, flexible from 1)."""
 
         __slots__ = ('first_offset', 'last_offset', 'delivery_count', 'unknown_tagged_fields',)
 
@@ -237,7 +247,7 @@ class ShareFetchResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class NodeEndpoint(Struct):
-        """NodeEndpoint in ShareFetchResponse (versions 0-0, flexible from 0)."""
+        """NodeEndpoint in ShareFetchResponse (versions 1-2, flexible from 1)."""
 
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields',)
 
@@ -254,16 +264,17 @@ class ShareFetchResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ..., node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, acquisition_lock_timeout_ms: int = 0, responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ..., node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is ... else responses
         self.node_endpoints = [] if node_endpoints is ... else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_ShareFetchRequest_AcknowledgementBatch_v0(b, p):
+def _d_ShareFetchRequest_AcknowledgementBatch_v1(b, p):
     o = _new(ShareFetchRequest.AcknowledgementBatch)
     if p + 16 > len(b):
         truncated('ShareFetchRequest.AcknowledgementBatch.first_offset', p)
@@ -287,7 +298,7 @@ def _d_ShareFetchRequest_AcknowledgementBatch_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchRequest_AcknowledgementBatch_v0(o, out):
+def _e_ShareFetchRequest_AcknowledgementBatch_v1(o, out):
     out += _F_qq.pack(o.first_offset, o.last_offset)
     a = o.acknowledge_types
     if a is None:
@@ -302,12 +313,12 @@ def _e_ShareFetchRequest_AcknowledgementBatch_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchRequest_FetchPartition_v0(b, p):
+def _d_ShareFetchRequest_FetchPartition_v1(b, p):
     o = _new(ShareFetchRequest.FetchPartition)
-    if p + 8 > len(b):
+    if p + 4 > len(b):
         truncated('ShareFetchRequest.FetchPartition.partition_index', p)
-    o.partition_index, o.partition_max_bytes = _F_ii.unpack_from(b, p)
-    p += 8
+    o.partition_index, = _F_i.unpack_from(b, p)
+    p += 4
     c, p = r_calen(b, p, 18, 'ShareFetchRequest.FetchPartition.acknowledgement_batches')
     if c < 0:
         null_error('ShareFetchRequest.FetchPartition.acknowledgement_batches', p)
@@ -315,9 +326,10 @@ def _d_ShareFetchRequest_FetchPartition_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareFetchRequest_AcknowledgementBatch_v0(b, p)
+            e, p = _d_ShareFetchRequest_AcknowledgementBatch_v1(b, p)
             ap(e)
     o.acknowledgement_batches = x
+    o.partition_max_bytes = 0
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -330,15 +342,17 @@ def _d_ShareFetchRequest_FetchPartition_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchRequest_FetchPartition_v0(o, out):
-    out += _F_ii.pack(o.partition_index, o.partition_max_bytes)
+def _e_ShareFetchRequest_FetchPartition_v1(o, out):
+    if o.partition_max_bytes != 0:
+        not_in_version('ShareFetchRequest.FetchPartition.partition_max_bytes', 1)
+    out += _F_i.pack(o.partition_index)
     a = o.acknowledgement_batches
     if a is None:
         raise EncodeError('ShareFetchRequest.FetchPartition.acknowledgement_batches' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareFetchRequest_AcknowledgementBatch_v0(e, out)
+            _e_ShareFetchRequest_AcknowledgementBatch_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -346,21 +360,21 @@ def _e_ShareFetchRequest_FetchPartition_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchRequest_FetchTopic_v0(b, p):
+def _d_ShareFetchRequest_FetchTopic_v1(b, p):
     o = _new(ShareFetchRequest.FetchTopic)
     if p + 16 > len(b):
         truncated('ShareFetchRequest.FetchTopic.topic_id', p)
     o.topic_id, = _F_U.unpack_from(b, p)
     p += 16
     o.topic_id = UUID(bytes=o.topic_id)
-    c, p = r_calen(b, p, 10, 'ShareFetchRequest.FetchTopic.partitions')
+    c, p = r_calen(b, p, 6, 'ShareFetchRequest.FetchTopic.partitions')
     if c < 0:
         null_error('ShareFetchRequest.FetchTopic.partitions', p)
     else:
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareFetchRequest_FetchPartition_v0(b, p)
+            e, p = _d_ShareFetchRequest_FetchPartition_v1(b, p)
             ap(e)
     o.partitions = x
     if p < len(b) and not b[p]:
@@ -375,7 +389,7 @@ def _d_ShareFetchRequest_FetchTopic_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchRequest_FetchTopic_v0(o, out):
+def _e_ShareFetchRequest_FetchTopic_v1(o, out):
     out += _F_U.pack(o.topic_id.bytes)
     a = o.partitions
     if a is None:
@@ -383,7 +397,7 @@ def _e_ShareFetchRequest_FetchTopic_v0(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareFetchRequest_FetchPartition_v0(e, out)
+            _e_ShareFetchRequest_FetchPartition_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -391,7 +405,7 @@ def _e_ShareFetchRequest_FetchTopic_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchRequest_ForgottenTopic_v0(b, p):
+def _d_ShareFetchRequest_ForgottenTopic_v1(b, p):
     o = _new(ShareFetchRequest.ForgottenTopic)
     if p + 16 > len(b):
         truncated('ShareFetchRequest.ForgottenTopic.topic_id', p)
@@ -416,7 +430,7 @@ def _d_ShareFetchRequest_ForgottenTopic_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchRequest_ForgottenTopic_v0(o, out):
+def _e_ShareFetchRequest_ForgottenTopic_v1(o, out):
     out += _F_U.pack(o.topic_id.bytes)
     a = o.partitions
     if a is None:
@@ -431,16 +445,16 @@ def _e_ShareFetchRequest_ForgottenTopic_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchRequest_v0(b, p):
+def _d_ShareFetchRequest_v1(b, p):
     o = _new(ShareFetchRequest)
     x, p = r_cstr(b, p, 'ShareFetchRequest.group_id')
     o.group_id = x
     x, p = r_cstr(b, p, 'ShareFetchRequest.member_id')
     o.member_id = x
-    if p + 16 > len(b):
+    if p + 24 > len(b):
         truncated('ShareFetchRequest.share_session_epoch', p)
-    o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes = _F_iiii.unpack_from(b, p)
-    p += 16
+    o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size = _F_iiiiii.unpack_from(b, p)
+    p += 24
     c, p = r_calen(b, p, 18, 'ShareFetchRequest.topics')
     if c < 0:
         null_error('ShareFetchRequest.topics', p)
@@ -448,7 +462,7 @@ def _d_ShareFetchRequest_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareFetchRequest_FetchTopic_v0(b, p)
+            e, p = _d_ShareFetchRequest_FetchTopic_v1(b, p)
             ap(e)
     o.topics = x
     c, p = r_calen(b, p, 18, 'ShareFetchRequest.forgotten_topics_data')
@@ -458,7 +472,112 @@ def _d_ShareFetchRequest_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareFetchRequest_ForgottenTopic_v0(b, p)
+            e, p = _d_ShareFetchRequest_ForgottenTopic_v1(b, p)
+            ap(e)
+    o.forgotten_topics_data = x
+    o.share_acquire_mode = 0
+    o.is_renew_ack = False
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'ShareFetchRequest._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_ShareFetchRequest_v1(o, out):
+    if o.is_renew_ack != False:
+        not_in_version('ShareFetchRequest.is_renew_ack', 1)
+    w_ncstr(out, o.group_id, 'ShareFetchRequest.group_id')
+    w_ncstr(out, o.member_id, 'ShareFetchRequest.member_id')
+    out += _F_iiiiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
+    a = o.topics
+    if a is None:
+        raise EncodeError('ShareFetchRequest.topics' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ShareFetchRequest_FetchTopic_v1(e, out)
+    a = o.forgotten_topics_data
+    if a is None:
+        raise EncodeError('ShareFetchRequest.forgotten_topics_data' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ShareFetchRequest_ForgottenTopic_v1(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _e_ShareFetchRequest_FetchPartition_v2(o, out):
+    if o.partition_max_bytes != 0:
+        not_in_version('ShareFetchRequest.FetchPartition.partition_max_bytes', 2)
+    out += _F_i.pack(o.partition_index)
+    a = o.acknowledgement_batches
+    if a is None:
+        raise EncodeError('ShareFetchRequest.FetchPartition.acknowledgement_batches' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ShareFetchRequest_AcknowledgementBatch_v1(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _e_ShareFetchRequest_FetchTopic_v2(o, out):
+    out += _F_U.pack(o.topic_id.bytes)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('ShareFetchRequest.FetchTopic.partitions' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_ShareFetchRequest_FetchPartition_v2(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_ShareFetchRequest_v2(b, p):
+    o = _new(ShareFetchRequest)
+    x, p = r_cstr(b, p, 'ShareFetchRequest.group_id')
+    o.group_id = x
+    x, p = r_cstr(b, p, 'ShareFetchRequest.member_id')
+    o.member_id = x
+    if p + 26 > len(b):
+        truncated('ShareFetchRequest.share_session_epoch', p)
+    o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack = _F_iiiiiibZ.unpack_from(b, p)
+    p += 26
+    c, p = r_calen(b, p, 18, 'ShareFetchRequest.topics')
+    if c < 0:
+        null_error('ShareFetchRequest.topics', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_ShareFetchRequest_FetchTopic_v1(b, p)
+            ap(e)
+    o.topics = x
+    c, p = r_calen(b, p, 18, 'ShareFetchRequest.forgotten_topics_data')
+    if c < 0:
+        null_error('ShareFetchRequest.forgotten_topics_data', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_ShareFetchRequest_ForgottenTopic_v1(b, p)
             ap(e)
     o.forgotten_topics_data = x
     if p < len(b) and not b[p]:
@@ -473,24 +592,24 @@ def _d_ShareFetchRequest_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchRequest_v0(o, out):
+def _e_ShareFetchRequest_v2(o, out):
     w_ncstr(out, o.group_id, 'ShareFetchRequest.group_id')
     w_ncstr(out, o.member_id, 'ShareFetchRequest.member_id')
-    out += _F_iiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
+    out += _F_iiiiiibZ.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
     a = o.topics
     if a is None:
         raise EncodeError('ShareFetchRequest.topics' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareFetchRequest_FetchTopic_v0(e, out)
+            _e_ShareFetchRequest_FetchTopic_v2(e, out)
     a = o.forgotten_topics_data
     if a is None:
         raise EncodeError('ShareFetchRequest.forgotten_topics_data' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareFetchRequest_ForgottenTopic_v0(e, out)
+            _e_ShareFetchRequest_ForgottenTopic_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -498,7 +617,7 @@ def _e_ShareFetchRequest_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchResponse_LeaderIdAndEpoch_v0(b, p):
+def _d_ShareFetchResponse_LeaderIdAndEpoch_v1(b, p):
     o = _new(ShareFetchResponse.LeaderIdAndEpoch)
     if p + 8 > len(b):
         truncated('ShareFetchResponse.LeaderIdAndEpoch.leader_id', p)
@@ -516,7 +635,7 @@ def _d_ShareFetchResponse_LeaderIdAndEpoch_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchResponse_LeaderIdAndEpoch_v0(o, out):
+def _e_ShareFetchResponse_LeaderIdAndEpoch_v1(o, out):
     out += _F_ii.pack(o.leader_id, o.leader_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -525,7 +644,7 @@ def _e_ShareFetchResponse_LeaderIdAndEpoch_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchResponse_AcquiredRecords_v0(b, p):
+def _d_ShareFetchResponse_AcquiredRecords_v1(b, p):
     o = _new(ShareFetchResponse.AcquiredRecords)
     if p + 18 > len(b):
         truncated('ShareFetchResponse.AcquiredRecords.first_offset', p)
@@ -543,7 +662,7 @@ def _d_ShareFetchResponse_AcquiredRecords_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchResponse_AcquiredRecords_v0(o, out):
+def _e_ShareFetchResponse_AcquiredRecords_v1(o, out):
     out += _F_qqh.pack(o.first_offset, o.last_offset, o.delivery_count)
     u = o.unknown_tagged_fields
     if u:
@@ -552,7 +671,7 @@ def _e_ShareFetchResponse_AcquiredRecords_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchResponse_PartitionData_v0(b, p):
+def _d_ShareFetchResponse_PartitionData_v1(b, p):
     o = _new(ShareFetchResponse.PartitionData)
     if p + 6 > len(b):
         truncated('ShareFetchResponse.PartitionData.partition_index', p)
@@ -566,9 +685,11 @@ def _d_ShareFetchResponse_PartitionData_v0(b, p):
     p += 2
     x, p = r_cstr(b, p, 'ShareFetchResponse.PartitionData.acknowledge_error_message')
     o.acknowledge_error_message = x
-    x, p = _d_ShareFetchResponse_LeaderIdAndEpoch_v0(b, p)
+    x, p = _d_ShareFetchResponse_LeaderIdAndEpoch_v1(b, p)
     o.current_leader = x
     x, p = r_crecs(b, p, 'ShareFetchResponse.PartitionData.records')
+    if x is None:
+        null_error('ShareFetchResponse.PartitionData.records', p)
     o.records = x
     c, p = r_calen(b, p, 19, 'ShareFetchResponse.PartitionData.acquired_records')
     if c < 0:
@@ -577,7 +698,7 @@ def _d_ShareFetchResponse_PartitionData_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareFetchResponse_AcquiredRecords_v0(b, p)
+            e, p = _d_ShareFetchResponse_AcquiredRecords_v1(b, p)
             ap(e)
     o.acquired_records = x
     if p < len(b) and not b[p]:
@@ -592,7 +713,7 @@ def _d_ShareFetchResponse_PartitionData_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchResponse_PartitionData_v0(o, out):
+def _e_ShareFetchResponse_PartitionData_v1(o, out):
     out += _F_ih.pack(o.partition_index, o.error_code)
     w_ncstr(out, o.error_message, 'ShareFetchResponse.PartitionData.error_message')
     out += _F_h.pack(o.acknowledge_error_code)
@@ -600,15 +721,15 @@ def _e_ShareFetchResponse_PartitionData_v0(o, out):
     s = o.current_leader
     if s is None:
         raise EncodeError('ShareFetchResponse.PartitionData.current_leader' + ': null is not allowed in this version')
-    _e_ShareFetchResponse_LeaderIdAndEpoch_v0(s, out)
-    w_ncbytes(out, o.records, 'ShareFetchResponse.PartitionData.records')
+    _e_ShareFetchResponse_LeaderIdAndEpoch_v1(s, out)
+    w_cbytes(out, o.records, 'ShareFetchResponse.PartitionData.records')
     a = o.acquired_records
     if a is None:
         raise EncodeError('ShareFetchResponse.PartitionData.acquired_records' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareFetchResponse_AcquiredRecords_v0(e, out)
+            _e_ShareFetchResponse_AcquiredRecords_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -616,7 +737,7 @@ def _e_ShareFetchResponse_PartitionData_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchResponse_ShareFetchableTopicResponse_v0(b, p):
+def _d_ShareFetchResponse_ShareFetchableTopicResponse_v1(b, p):
     o = _new(ShareFetchResponse.ShareFetchableTopicResponse)
     if p + 16 > len(b):
         truncated('ShareFetchResponse.ShareFetchableTopicResponse.topic_id', p)
@@ -630,7 +751,7 @@ def _d_ShareFetchResponse_ShareFetchableTopicResponse_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareFetchResponse_PartitionData_v0(b, p)
+            e, p = _d_ShareFetchResponse_PartitionData_v1(b, p)
             ap(e)
     o.partitions = x
     if p < len(b) and not b[p]:
@@ -645,7 +766,7 @@ def _d_ShareFetchResponse_ShareFetchableTopicResponse_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchResponse_ShareFetchableTopicResponse_v0(o, out):
+def _e_ShareFetchResponse_ShareFetchableTopicResponse_v1(o, out):
     out += _F_U.pack(o.topic_id.bytes)
     a = o.partitions
     if a is None:
@@ -653,7 +774,7 @@ def _e_ShareFetchResponse_ShareFetchableTopicResponse_v0(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareFetchResponse_PartitionData_v0(e, out)
+            _e_ShareFetchResponse_PartitionData_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -661,7 +782,7 @@ def _e_ShareFetchResponse_ShareFetchableTopicResponse_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchResponse_NodeEndpoint_v0(b, p):
+def _d_ShareFetchResponse_NodeEndpoint_v1(b, p):
     o = _new(ShareFetchResponse.NodeEndpoint)
     if p + 4 > len(b):
         truncated('ShareFetchResponse.NodeEndpoint.node_id', p)
@@ -689,7 +810,7 @@ def _d_ShareFetchResponse_NodeEndpoint_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchResponse_NodeEndpoint_v0(o, out):
+def _e_ShareFetchResponse_NodeEndpoint_v1(o, out):
     out += _F_i.pack(o.node_id)
     w_cstr(out, o.host, 'ShareFetchResponse.NodeEndpoint.host')
     out += _F_i.pack(o.port)
@@ -701,7 +822,7 @@ def _e_ShareFetchResponse_NodeEndpoint_v0(o, out):
         out.append(0)
 
 
-def _d_ShareFetchResponse_v0(b, p):
+def _d_ShareFetchResponse_v1(b, p):
     o = _new(ShareFetchResponse)
     if p + 6 > len(b):
         truncated('ShareFetchResponse.throttle_time_ms', p)
@@ -709,6 +830,10 @@ def _d_ShareFetchResponse_v0(b, p):
     p += 6
     x, p = r_cstr(b, p, 'ShareFetchResponse.error_message')
     o.error_message = x
+    if p + 4 > len(b):
+        truncated('ShareFetchResponse.acquisition_lock_timeout_ms', p)
+    o.acquisition_lock_timeout_ms, = _F_i.unpack_from(b, p)
+    p += 4
     c, p = r_calen(b, p, 18, 'ShareFetchResponse.responses')
     if c < 0:
         null_error('ShareFetchResponse.responses', p)
@@ -716,7 +841,7 @@ def _d_ShareFetchResponse_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareFetchResponse_ShareFetchableTopicResponse_v0(b, p)
+            e, p = _d_ShareFetchResponse_ShareFetchableTopicResponse_v1(b, p)
             ap(e)
     o.responses = x
     c, p = r_calen(b, p, 11, 'ShareFetchResponse.node_endpoints')
@@ -726,7 +851,7 @@ def _d_ShareFetchResponse_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareFetchResponse_NodeEndpoint_v0(b, p)
+            e, p = _d_ShareFetchResponse_NodeEndpoint_v1(b, p)
             ap(e)
     o.node_endpoints = x
     if p < len(b) and not b[p]:
@@ -741,23 +866,24 @@ def _d_ShareFetchResponse_v0(b, p):
     return o, p
 
 
-def _e_ShareFetchResponse_v0(o, out):
+def _e_ShareFetchResponse_v1(o, out):
     out += _F_ih.pack(o.throttle_time_ms, o.error_code)
     w_ncstr(out, o.error_message, 'ShareFetchResponse.error_message')
+    out += _F_i.pack(o.acquisition_lock_timeout_ms)
     a = o.responses
     if a is None:
         raise EncodeError('ShareFetchResponse.responses' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareFetchResponse_ShareFetchableTopicResponse_v0(e, out)
+            _e_ShareFetchResponse_ShareFetchableTopicResponse_v1(e, out)
     a = o.node_endpoints
     if a is None:
         raise EncodeError('ShareFetchResponse.node_endpoints' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareFetchResponse_NodeEndpoint_v0(e, out)
+            _e_ShareFetchResponse_NodeEndpoint_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -765,89 +891,94 @@ def _e_ShareFetchResponse_v0(o, out):
         out.append(0)
 
 
-ShareFetchRequest._DEC = {0: _d_ShareFetchRequest_v0}
-ShareFetchRequest._ENC = {0: _e_ShareFetchRequest_v0}
+ShareFetchRequest._DEC = {1: _d_ShareFetchRequest_v1, 2: _d_ShareFetchRequest_v2}
+ShareFetchRequest._ENC = {1: _e_ShareFetchRequest_v1, 2: _e_ShareFetchRequest_v2}
 ShareFetchRequest._FIELDS = (
-    FieldInfo('group_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('member_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('share_session_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('max_wait_ms', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('min_bytes', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('max_bytes', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('topics', '[]FetchTopic', (0, 0), None, None, False, ShareFetchRequest.FetchTopic),
-    FieldInfo('forgotten_topics_data', '[]ForgottenTopic', (0, 0), None, None, False, ShareFetchRequest.ForgottenTopic),
+    FieldInfo('group_id', 'string', (0, 2), (1, 2), None, False, None),
+    FieldInfo('member_id', 'string', (0, 2), (1, 2), None, False, None),
+    FieldInfo('share_session_epoch', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('max_wait_ms', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('min_bytes', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('max_bytes', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('max_records', 'int32', (1, 2), None, None, False, None),
+    FieldInfo('batch_size', 'int32', (1, 2), None, None, False, None),
+    FieldInfo('share_acquire_mode', 'int8', (2, 2), None, None, True, None),
+    FieldInfo('is_renew_ack', 'bool', (2, 2), None, None, False, None),
+    FieldInfo('topics', '[]FetchTopic', (0, 2), None, None, False, ShareFetchRequest.FetchTopic),
+    FieldInfo('forgotten_topics_data', '[]ForgottenTopic', (0, 2), None, None, False, ShareFetchRequest.ForgottenTopic),
 )
-ShareFetchRequest.FetchTopic._DEC = {0: _d_ShareFetchRequest_FetchTopic_v0}
-ShareFetchRequest.FetchTopic._ENC = {0: _e_ShareFetchRequest_FetchTopic_v0}
+ShareFetchRequest.FetchTopic._DEC = {1: _d_ShareFetchRequest_FetchTopic_v1, 2: _d_ShareFetchRequest_FetchTopic_v1}
+ShareFetchRequest.FetchTopic._ENC = {1: _e_ShareFetchRequest_FetchTopic_v1, 2: _e_ShareFetchRequest_FetchTopic_v2}
 ShareFetchRequest.FetchTopic._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]FetchPartition', (0, 0), None, None, False, ShareFetchRequest.FetchPartition),
+    FieldInfo('topic_id', 'uuid', (0, 2), None, None, False, None),
+    FieldInfo('partitions', '[]FetchPartition', (0, 2), None, None, False, ShareFetchRequest.FetchPartition),
 )
-ShareFetchRequest.FetchPartition._DEC = {0: _d_ShareFetchRequest_FetchPartition_v0}
-ShareFetchRequest.FetchPartition._ENC = {0: _e_ShareFetchRequest_FetchPartition_v0}
+ShareFetchRequest.FetchPartition._DEC = {1: _d_ShareFetchRequest_FetchPartition_v1, 2: _d_ShareFetchRequest_FetchPartition_v1}
+ShareFetchRequest.FetchPartition._ENC = {1: _e_ShareFetchRequest_FetchPartition_v1, 2: _e_ShareFetchRequest_FetchPartition_v2}
 ShareFetchRequest.FetchPartition._FIELDS = (
-    FieldInfo('partition_index', 'int32', (0, 0), None, None, False, None),
+    FieldInfo('partition_index', 'int32', (0, 2), None, None, False, None),
     FieldInfo('partition_max_bytes', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('acknowledgement_batches', '[]AcknowledgementBatch', (0, 0), None, None, False, ShareFetchRequest.AcknowledgementBatch),
+    FieldInfo('acknowledgement_batches', '[]AcknowledgementBatch', (0, 2), None, None, False, ShareFetchRequest.AcknowledgementBatch),
 )
-ShareFetchRequest.AcknowledgementBatch._DEC = {0: _d_ShareFetchRequest_AcknowledgementBatch_v0}
-ShareFetchRequest.AcknowledgementBatch._ENC = {0: _e_ShareFetchRequest_AcknowledgementBatch_v0}
+ShareFetchRequest.AcknowledgementBatch._DEC = {1: _d_ShareFetchRequest_AcknowledgementBatch_v1, 2: _d_ShareFetchRequest_AcknowledgementBatch_v1}
+ShareFetchRequest.AcknowledgementBatch._ENC = {1: _e_ShareFetchRequest_AcknowledgementBatch_v1, 2: _e_ShareFetchRequest_AcknowledgementBatch_v1}
 ShareFetchRequest.AcknowledgementBatch._FIELDS = (
-    FieldInfo('first_offset', 'int64', (0, 0), None, None, False, None),
-    FieldInfo('last_offset', 'int64', (0, 0), None, None, False, None),
-    FieldInfo('acknowledge_types', '[]int8', (0, 0), None, None, False, None),
+    FieldInfo('first_offset', 'int64', (0, 2), None, None, False, None),
+    FieldInfo('last_offset', 'int64', (0, 2), None, None, False, None),
+    FieldInfo('acknowledge_types', '[]int8', (0, 2), None, None, False, None),
 )
-ShareFetchRequest.ForgottenTopic._DEC = {0: _d_ShareFetchRequest_ForgottenTopic_v0}
-ShareFetchRequest.ForgottenTopic._ENC = {0: _e_ShareFetchRequest_ForgottenTopic_v0}
+ShareFetchRequest.ForgottenTopic._DEC = {1: _d_ShareFetchRequest_ForgottenTopic_v1, 2: _d_ShareFetchRequest_ForgottenTopic_v1}
+ShareFetchRequest.ForgottenTopic._ENC = {1: _e_ShareFetchRequest_ForgottenTopic_v1, 2: _e_ShareFetchRequest_ForgottenTopic_v1}
 ShareFetchRequest.ForgottenTopic._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]int32', (0, 0), None, None, False, None),
+    FieldInfo('topic_id', 'uuid', (0, 2), None, None, False, None),
+    FieldInfo('partitions', '[]int32', (0, 2), None, None, False, None),
 )
-ShareFetchResponse._DEC = {0: _d_ShareFetchResponse_v0}
-ShareFetchResponse._ENC = {0: _e_ShareFetchResponse_v0}
+ShareFetchResponse._DEC = {1: _d_ShareFetchResponse_v1, 2: _d_ShareFetchResponse_v1}
+ShareFetchResponse._ENC = {1: _e_ShareFetchResponse_v1, 2: _e_ShareFetchResponse_v1}
 ShareFetchResponse._FIELDS = (
-    FieldInfo('throttle_time_ms', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('responses', '[]ShareFetchableTopicResponse', (0, 0), None, None, False, ShareFetchResponse.ShareFetchableTopicResponse),
-    FieldInfo('node_endpoints', '[]NodeEndpoint', (0, 0), None, None, False, ShareFetchResponse.NodeEndpoint),
+    FieldInfo('throttle_time_ms', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 2), (1, 2), None, False, None),
+    FieldInfo('acquisition_lock_timeout_ms', 'int32', (1, 2), None, None, False, None),
+    FieldInfo('responses', '[]ShareFetchableTopicResponse', (0, 2), None, None, False, ShareFetchResponse.ShareFetchableTopicResponse),
+    FieldInfo('node_endpoints', '[]NodeEndpoint', (0, 2), None, None, False, ShareFetchResponse.NodeEndpoint),
 )
-ShareFetchResponse.ShareFetchableTopicResponse._DEC = {0: _d_ShareFetchResponse_ShareFetchableTopicResponse_v0}
-ShareFetchResponse.ShareFetchableTopicResponse._ENC = {0: _e_ShareFetchResponse_ShareFetchableTopicResponse_v0}
+ShareFetchResponse.ShareFetchableTopicResponse._DEC = {1: _d_ShareFetchResponse_ShareFetchableTopicResponse_v1, 2: _d_ShareFetchResponse_ShareFetchableTopicResponse_v1}
+ShareFetchResponse.ShareFetchableTopicResponse._ENC = {1: _e_ShareFetchResponse_ShareFetchableTopicResponse_v1, 2: _e_ShareFetchResponse_ShareFetchableTopicResponse_v1}
 ShareFetchResponse.ShareFetchableTopicResponse._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]PartitionData', (0, 0), None, None, False, ShareFetchResponse.PartitionData),
+    FieldInfo('topic_id', 'uuid', (0, 2), None, None, False, None),
+    FieldInfo('partitions', '[]PartitionData', (0, 2), None, None, False, ShareFetchResponse.PartitionData),
 )
-ShareFetchResponse.PartitionData._DEC = {0: _d_ShareFetchResponse_PartitionData_v0}
-ShareFetchResponse.PartitionData._ENC = {0: _e_ShareFetchResponse_PartitionData_v0}
+ShareFetchResponse.PartitionData._DEC = {1: _d_ShareFetchResponse_PartitionData_v1, 2: _d_ShareFetchResponse_PartitionData_v1}
+ShareFetchResponse.PartitionData._ENC = {1: _e_ShareFetchResponse_PartitionData_v1, 2: _e_ShareFetchResponse_PartitionData_v1}
 ShareFetchResponse.PartitionData._FIELDS = (
-    FieldInfo('partition_index', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('acknowledge_error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('acknowledge_error_message', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('current_leader', 'LeaderIdAndEpoch', (0, 0), None, None, False, ShareFetchResponse.LeaderIdAndEpoch),
-    FieldInfo('records', 'records', (0, 0), (0, 0), None, False, None),
-    FieldInfo('acquired_records', '[]AcquiredRecords', (0, 0), None, None, False, ShareFetchResponse.AcquiredRecords),
+    FieldInfo('partition_index', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 2), (1, 2), None, False, None),
+    FieldInfo('acknowledge_error_code', 'int16', (0, 2), None, None, False, None),
+    FieldInfo('acknowledge_error_message', 'string', (0, 2), (1, 2), None, False, None),
+    FieldInfo('current_leader', 'LeaderIdAndEpoch', (0, 2), None, None, False, ShareFetchResponse.LeaderIdAndEpoch),
+    FieldInfo('records', 'records', (0, 2), None, None, False, None),
+    FieldInfo('acquired_records', '[]AcquiredRecords', (0, 2), None, None, False, ShareFetchResponse.AcquiredRecords),
 )
-ShareFetchResponse.LeaderIdAndEpoch._DEC = {0: _d_ShareFetchResponse_LeaderIdAndEpoch_v0}
-ShareFetchResponse.LeaderIdAndEpoch._ENC = {0: _e_ShareFetchResponse_LeaderIdAndEpoch_v0}
+ShareFetchResponse.LeaderIdAndEpoch._DEC = {1: _d_ShareFetchResponse_LeaderIdAndEpoch_v1, 2: _d_ShareFetchResponse_LeaderIdAndEpoch_v1}
+ShareFetchResponse.LeaderIdAndEpoch._ENC = {1: _e_ShareFetchResponse_LeaderIdAndEpoch_v1, 2: _e_ShareFetchResponse_LeaderIdAndEpoch_v1}
 ShareFetchResponse.LeaderIdAndEpoch._FIELDS = (
-    FieldInfo('leader_id', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('leader_epoch', 'int32', (0, 0), None, None, False, None),
+    FieldInfo('leader_id', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('leader_epoch', 'int32', (0, 2), None, None, False, None),
 )
-ShareFetchResponse.AcquiredRecords._DEC = {0: _d_ShareFetchResponse_AcquiredRecords_v0}
-ShareFetchResponse.AcquiredRecords._ENC = {0: _e_ShareFetchResponse_AcquiredRecords_v0}
+ShareFetchResponse.AcquiredRecords._DEC = {1: _d_ShareFetchResponse_AcquiredRecords_v1, 2: _d_ShareFetchResponse_AcquiredRecords_v1}
+ShareFetchResponse.AcquiredRecords._ENC = {1: _e_ShareFetchResponse_AcquiredRecords_v1, 2: _e_ShareFetchResponse_AcquiredRecords_v1}
 ShareFetchResponse.AcquiredRecords._FIELDS = (
-    FieldInfo('first_offset', 'int64', (0, 0), None, None, False, None),
-    FieldInfo('last_offset', 'int64', (0, 0), None, None, False, None),
-    FieldInfo('delivery_count', 'int16', (0, 0), None, None, False, None),
+    FieldInfo('first_offset', 'int64', (0, 2), None, None, False, None),
+    FieldInfo('last_offset', 'int64', (0, 2), None, None, False, None),
+    FieldInfo('delivery_count', 'int16', (0, 2), None, None, False, None),
 )
-ShareFetchResponse.NodeEndpoint._DEC = {0: _d_ShareFetchResponse_NodeEndpoint_v0}
-ShareFetchResponse.NodeEndpoint._ENC = {0: _e_ShareFetchResponse_NodeEndpoint_v0}
+ShareFetchResponse.NodeEndpoint._DEC = {1: _d_ShareFetchResponse_NodeEndpoint_v1, 2: _d_ShareFetchResponse_NodeEndpoint_v1}
+ShareFetchResponse.NodeEndpoint._ENC = {1: _e_ShareFetchResponse_NodeEndpoint_v1, 2: _e_ShareFetchResponse_NodeEndpoint_v1}
 ShareFetchResponse.NodeEndpoint._FIELDS = (
-    FieldInfo('node_id', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('host', 'string', (0, 0), None, None, False, None),
-    FieldInfo('port', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('rack', 'string', (0, 0), (0, 0), None, False, None),
+    FieldInfo('node_id', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('host', 'string', (0, 2), None, None, False, None),
+    FieldInfo('port', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('rack', 'string', (0, 2), (1, 2), None, False, None),
 )

@@ -55,14 +55,14 @@ _F_ii = _S('>ii')
 
 
 class ShareGroupDescribeRequest(Struct):
-    """ShareGroupDescribeRequest (versions 0-0, flexible from 0)."""
+    """ShareGroupDescribeRequest (versions 1-1, flexible from 1)."""
 
     __slots__ = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields',)
     API_KEY = 77
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = 0
-    LATEST_UNSTABLE = True
+    MIN_VERSION = 1
+    MAX_VERSION = 1
+    FLEXIBLE_MIN = 1
+    LATEST_UNSTABLE = False
 
     group_ids: list[str]
     include_authorized_operations: bool
@@ -75,13 +75,13 @@ class ShareGroupDescribeRequest(Struct):
 
 
 class ShareGroupDescribeResponse(Struct):
-    """ShareGroupDescribeResponse (versions 0-0, flexible from 0)."""
+    """ShareGroupDescribeResponse (versions 1-1, flexible from 1)."""
 
     __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields',)
     API_KEY = 77
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
+    FLEXIBLE_MIN = 1
     LATEST_UNSTABLE = False
 
     throttle_time_ms: int
@@ -89,7 +89,7 @@ class ShareGroupDescribeResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class TopicPartitions(Struct):
-        """TopicPartitions in ShareGroupDescribeResponse (versions 0-0, flexible from 0)."""
+        """TopicPartitions in ShareGroupDescribeResponse (versions 1-1, flexible from 1)."""
 
         __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields',)
 
@@ -105,7 +105,7 @@ class ShareGroupDescribeResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class Assignment(Struct):
-        """Assignment in ShareGroupDescribeResponse (versions 0-0, flexible from 0)."""
+        """Assignment in ShareGroupDescribeResponse (versions 1-1, flexible from 1)."""
 
         __slots__ = ('topic_partitions', 'unknown_tagged_fields',)
 
@@ -117,7 +117,7 @@ class ShareGroupDescribeResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class DescribedGroup(Struct):
-        """DescribedGroup in ShareGroupDescribeResponse (versions 0-0, flexible from 0)."""
+        """DescribedGroup in ShareGroupDescribeResponse (versions 1-1, flexible from 1)."""
 
         __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields',)
 
@@ -145,7 +145,7 @@ class ShareGroupDescribeResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class Member(Struct):
-        """Member in ShareGroupDescribeResponse (versions 0-0, flexible from 0)."""
+        """Member in ShareGroupDescribeResponse (versions 1-1, flexible from 1)."""
 
         __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tagged_fields',)
 
@@ -174,7 +174,7 @@ class ShareGroupDescribeResponse(Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_ShareGroupDescribeRequest_v0(b, p):
+def _d_ShareGroupDescribeRequest_v1(b, p):
     o = _new(ShareGroupDescribeRequest)
     c, p = r_calen(b, p, 1, 'ShareGroupDescribeRequest.group_ids')
     if c < 0:
@@ -203,7 +203,7 @@ def _d_ShareGroupDescribeRequest_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupDescribeRequest_v0(o, out):
+def _e_ShareGroupDescribeRequest_v1(o, out):
     a = o.group_ids
     if a is None:
         raise EncodeError('ShareGroupDescribeRequest.group_ids' + ': null is not allowed in this version')
@@ -219,7 +219,7 @@ def _e_ShareGroupDescribeRequest_v0(o, out):
         out.append(0)
 
 
-def _d_ShareGroupDescribeResponse_TopicPartitions_v0(b, p):
+def _d_ShareGroupDescribeResponse_TopicPartitions_v1(b, p):
     o = _new(ShareGroupDescribeResponse.TopicPartitions)
     if p + 16 > len(b):
         truncated('ShareGroupDescribeResponse.TopicPartitions.topic_id', p)
@@ -248,7 +248,7 @@ def _d_ShareGroupDescribeResponse_TopicPartitions_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupDescribeResponse_TopicPartitions_v0(o, out):
+def _e_ShareGroupDescribeResponse_TopicPartitions_v1(o, out):
     out += _F_U.pack(o.topic_id.bytes)
     w_cstr(out, o.topic_name, 'ShareGroupDescribeResponse.TopicPartitions.topic_name')
     a = o.partitions
@@ -264,7 +264,7 @@ def _e_ShareGroupDescribeResponse_TopicPartitions_v0(o, out):
         out.append(0)
 
 
-def _d_ShareGroupDescribeResponse_Assignment_v0(b, p):
+def _d_ShareGroupDescribeResponse_Assignment_v1(b, p):
     o = _new(ShareGroupDescribeResponse.Assignment)
     c, p = r_calen(b, p, 19, 'ShareGroupDescribeResponse.Assignment.topic_partitions')
     if c < 0:
@@ -273,7 +273,7 @@ def _d_ShareGroupDescribeResponse_Assignment_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareGroupDescribeResponse_TopicPartitions_v0(b, p)
+            e, p = _d_ShareGroupDescribeResponse_TopicPartitions_v1(b, p)
             ap(e)
     o.topic_partitions = x
     if p < len(b) and not b[p]:
@@ -288,14 +288,14 @@ def _d_ShareGroupDescribeResponse_Assignment_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupDescribeResponse_Assignment_v0(o, out):
+def _e_ShareGroupDescribeResponse_Assignment_v1(o, out):
     a = o.topic_partitions
     if a is None:
         raise EncodeError('ShareGroupDescribeResponse.Assignment.topic_partitions' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareGroupDescribeResponse_TopicPartitions_v0(e, out)
+            _e_ShareGroupDescribeResponse_TopicPartitions_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -303,7 +303,7 @@ def _e_ShareGroupDescribeResponse_Assignment_v0(o, out):
         out.append(0)
 
 
-def _d_ShareGroupDescribeResponse_Member_v0(b, p):
+def _d_ShareGroupDescribeResponse_Member_v1(b, p):
     o = _new(ShareGroupDescribeResponse.Member)
     x, p = r_cstr(b, p, 'ShareGroupDescribeResponse.Member.member_id')
     if x is None:
@@ -334,7 +334,7 @@ def _d_ShareGroupDescribeResponse_Member_v0(b, p):
                 null_error('ShareGroupDescribeResponse.Member.subscribed_topic_names', p)
             x.append(s)
     o.subscribed_topic_names = x
-    x, p = _d_ShareGroupDescribeResponse_Assignment_v0(b, p)
+    x, p = _d_ShareGroupDescribeResponse_Assignment_v1(b, p)
     o.assignment = x
     if p < len(b) and not b[p]:
         p += 1
@@ -348,7 +348,7 @@ def _d_ShareGroupDescribeResponse_Member_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupDescribeResponse_Member_v0(o, out):
+def _e_ShareGroupDescribeResponse_Member_v1(o, out):
     w_cstr(out, o.member_id, 'ShareGroupDescribeResponse.Member.member_id')
     w_ncstr(out, o.rack_id, 'ShareGroupDescribeResponse.Member.rack_id')
     out += _F_i.pack(o.member_epoch)
@@ -364,7 +364,7 @@ def _e_ShareGroupDescribeResponse_Member_v0(o, out):
     s = o.assignment
     if s is None:
         raise EncodeError('ShareGroupDescribeResponse.Member.assignment' + ': null is not allowed in this version')
-    _e_ShareGroupDescribeResponse_Assignment_v0(s, out)
+    _e_ShareGroupDescribeResponse_Assignment_v1(s, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -372,7 +372,7 @@ def _e_ShareGroupDescribeResponse_Member_v0(o, out):
         out.append(0)
 
 
-def _d_ShareGroupDescribeResponse_DescribedGroup_v0(b, p):
+def _d_ShareGroupDescribeResponse_DescribedGroup_v1(b, p):
     o = _new(ShareGroupDescribeResponse.DescribedGroup)
     if p + 2 > len(b):
         truncated('ShareGroupDescribeResponse.DescribedGroup.error_code', p)
@@ -403,7 +403,7 @@ def _d_ShareGroupDescribeResponse_DescribedGroup_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareGroupDescribeResponse_Member_v0(b, p)
+            e, p = _d_ShareGroupDescribeResponse_Member_v1(b, p)
             ap(e)
     o.members = x
     if p + 4 > len(b):
@@ -422,7 +422,7 @@ def _d_ShareGroupDescribeResponse_DescribedGroup_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupDescribeResponse_DescribedGroup_v0(o, out):
+def _e_ShareGroupDescribeResponse_DescribedGroup_v1(o, out):
     out += _F_h.pack(o.error_code)
     w_ncstr(out, o.error_message, 'ShareGroupDescribeResponse.DescribedGroup.error_message')
     w_cstr(out, o.group_id, 'ShareGroupDescribeResponse.DescribedGroup.group_id')
@@ -435,7 +435,7 @@ def _e_ShareGroupDescribeResponse_DescribedGroup_v0(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareGroupDescribeResponse_Member_v0(e, out)
+            _e_ShareGroupDescribeResponse_Member_v1(e, out)
     out += _F_i.pack(o.authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -444,7 +444,7 @@ def _e_ShareGroupDescribeResponse_DescribedGroup_v0(o, out):
         out.append(0)
 
 
-def _d_ShareGroupDescribeResponse_v0(b, p):
+def _d_ShareGroupDescribeResponse_v1(b, p):
     o = _new(ShareGroupDescribeResponse)
     if p + 4 > len(b):
         truncated('ShareGroupDescribeResponse.throttle_time_ms', p)
@@ -457,7 +457,7 @@ def _d_ShareGroupDescribeResponse_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareGroupDescribeResponse_DescribedGroup_v0(b, p)
+            e, p = _d_ShareGroupDescribeResponse_DescribedGroup_v1(b, p)
             ap(e)
     o.groups = x
     if p < len(b) and not b[p]:
@@ -472,7 +472,7 @@ def _d_ShareGroupDescribeResponse_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupDescribeResponse_v0(o, out):
+def _e_ShareGroupDescribeResponse_v1(o, out):
     out += _F_i.pack(o.throttle_time_ms)
     a = o.groups
     if a is None:
@@ -480,7 +480,7 @@ def _e_ShareGroupDescribeResponse_v0(o, out):
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareGroupDescribeResponse_DescribedGroup_v0(e, out)
+            _e_ShareGroupDescribeResponse_DescribedGroup_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -488,51 +488,51 @@ def _e_ShareGroupDescribeResponse_v0(o, out):
         out.append(0)
 
 
-ShareGroupDescribeRequest._DEC = {0: _d_ShareGroupDescribeRequest_v0}
-ShareGroupDescribeRequest._ENC = {0: _e_ShareGroupDescribeRequest_v0}
+ShareGroupDescribeRequest._DEC = {1: _d_ShareGroupDescribeRequest_v1}
+ShareGroupDescribeRequest._ENC = {1: _e_ShareGroupDescribeRequest_v1}
 ShareGroupDescribeRequest._FIELDS = (
-    FieldInfo('group_ids', '[]string', (0, 0), None, None, False, None),
-    FieldInfo('include_authorized_operations', 'bool', (0, 0), None, None, False, None),
+    FieldInfo('group_ids', '[]string', (0, 1), None, None, False, None),
+    FieldInfo('include_authorized_operations', 'bool', (0, 1), None, None, False, None),
 )
-ShareGroupDescribeResponse._DEC = {0: _d_ShareGroupDescribeResponse_v0}
-ShareGroupDescribeResponse._ENC = {0: _e_ShareGroupDescribeResponse_v0}
+ShareGroupDescribeResponse._DEC = {1: _d_ShareGroupDescribeResponse_v1}
+ShareGroupDescribeResponse._ENC = {1: _e_ShareGroupDescribeResponse_v1}
 ShareGroupDescribeResponse._FIELDS = (
-    FieldInfo('throttle_time_ms', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('groups', '[]DescribedGroup', (0, 0), None, None, False, ShareGroupDescribeResponse.DescribedGroup),
+    FieldInfo('throttle_time_ms', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('groups', '[]DescribedGroup', (0, 1), None, None, False, ShareGroupDescribeResponse.DescribedGroup),
 )
-ShareGroupDescribeResponse.TopicPartitions._DEC = {0: _d_ShareGroupDescribeResponse_TopicPartitions_v0}
-ShareGroupDescribeResponse.TopicPartitions._ENC = {0: _e_ShareGroupDescribeResponse_TopicPartitions_v0}
+ShareGroupDescribeResponse.TopicPartitions._DEC = {1: _d_ShareGroupDescribeResponse_TopicPartitions_v1}
+ShareGroupDescribeResponse.TopicPartitions._ENC = {1: _e_ShareGroupDescribeResponse_TopicPartitions_v1}
 ShareGroupDescribeResponse.TopicPartitions._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('topic_name', 'string', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]int32', (0, 0), None, None, False, None),
+    FieldInfo('topic_id', 'uuid', (0, 1), None, None, False, None),
+    FieldInfo('topic_name', 'string', (0, 1), None, None, False, None),
+    FieldInfo('partitions', '[]int32', (0, 1), None, None, False, None),
 )
-ShareGroupDescribeResponse.Assignment._DEC = {0: _d_ShareGroupDescribeResponse_Assignment_v0}
-ShareGroupDescribeResponse.Assignment._ENC = {0: _e_ShareGroupDescribeResponse_Assignment_v0}
+ShareGroupDescribeResponse.Assignment._DEC = {1: _d_ShareGroupDescribeResponse_Assignment_v1}
+ShareGroupDescribeResponse.Assignment._ENC = {1: _e_ShareGroupDescribeResponse_Assignment_v1}
 ShareGroupDescribeResponse.Assignment._FIELDS = (
-    FieldInfo('topic_partitions', '[]TopicPartitions', (0, 0), None, None, False, ShareGroupDescribeResponse.TopicPartitions),
+    FieldInfo('topic_partitions', '[]TopicPartitions', (0, 1), None, None, False, ShareGroupDescribeResponse.TopicPartitions),
 )
-ShareGroupDescribeResponse.DescribedGroup._DEC = {0: _d_ShareGroupDescribeResponse_DescribedGroup_v0}
-ShareGroupDescribeResponse.DescribedGroup._ENC = {0: _e_ShareGroupDescribeResponse_DescribedGroup_v0}
+ShareGroupDescribeResponse.DescribedGroup._DEC = {1: _d_ShareGroupDescribeResponse_DescribedGroup_v1}
+ShareGroupDescribeResponse.DescribedGroup._ENC = {1: _e_ShareGroupDescribeResponse_DescribedGroup_v1}
 ShareGroupDescribeResponse.DescribedGroup._FIELDS = (
-    FieldInfo('error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('group_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('group_state', 'string', (0, 0), None, None, False, None),
-    FieldInfo('group_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('assignment_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('assignor_name', 'string', (0, 0), None, None, False, None),
-    FieldInfo('members', '[]Member', (0, 0), None, None, False, ShareGroupDescribeResponse.Member),
-    FieldInfo('authorized_operations', 'int32', (0, 0), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 1), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 1), (1, 1), None, False, None),
+    FieldInfo('group_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('group_state', 'string', (0, 1), None, None, False, None),
+    FieldInfo('group_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('assignment_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('assignor_name', 'string', (0, 1), None, None, False, None),
+    FieldInfo('members', '[]Member', (0, 1), None, None, False, ShareGroupDescribeResponse.Member),
+    FieldInfo('authorized_operations', 'int32', (0, 1), None, None, False, None),
 )
-ShareGroupDescribeResponse.Member._DEC = {0: _d_ShareGroupDescribeResponse_Member_v0}
-ShareGroupDescribeResponse.Member._ENC = {0: _e_ShareGroupDescribeResponse_Member_v0}
+ShareGroupDescribeResponse.Member._DEC = {1: _d_ShareGroupDescribeResponse_Member_v1}
+ShareGroupDescribeResponse.Member._ENC = {1: _e_ShareGroupDescribeResponse_Member_v1}
 ShareGroupDescribeResponse.Member._FIELDS = (
-    FieldInfo('member_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('rack_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('member_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('client_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('client_host', 'string', (0, 0), None, None, False, None),
-    FieldInfo('subscribed_topic_names', '[]string', (0, 0), None, None, False, None),
-    FieldInfo('assignment', 'Assignment', (0, 0), None, None, False, ShareGroupDescribeResponse.Assignment),
+    FieldInfo('member_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('rack_id', 'string', (0, 1), (1, 1), None, False, None),
+    FieldInfo('member_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('client_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('client_host', 'string', (0, 1), None, None, False, None),
+    FieldInfo('subscribed_topic_names', '[]string', (0, 1), None, None, False, None),
+    FieldInfo('assignment', 'Assignment', (0, 1), None, None, False, ShareGroupDescribeResponse.Assignment),
 )

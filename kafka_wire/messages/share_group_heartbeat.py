@@ -54,14 +54,14 @@ _F_ii = _S('>ii')
 
 
 class ShareGroupHeartbeatRequest(Struct):
-    """ShareGroupHeartbeatRequest (versions 0-0, flexible from 0)."""
+    """ShareGroupHeartbeatRequest (versions 1-1, flexible from 1)."""
 
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', 'unknown_tagged_fields',)
     API_KEY = 76
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = 0
-    LATEST_UNSTABLE = True
+    MIN_VERSION = 1
+    MAX_VERSION = 1
+    FLEXIBLE_MIN = 1
+    LATEST_UNSTABLE = False
 
     group_id: str
     member_id: str
@@ -80,13 +80,13 @@ class ShareGroupHeartbeatRequest(Struct):
 
 
 class ShareGroupHeartbeatResponse(Struct):
-    """ShareGroupHeartbeatResponse (versions 0-0, flexible from 0)."""
+    """ShareGroupHeartbeatResponse (versions 1-1, flexible from 1)."""
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', 'unknown_tagged_fields',)
     API_KEY = 76
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
+    FLEXIBLE_MIN = 1
     LATEST_UNSTABLE = False
 
     throttle_time_ms: int
@@ -99,7 +99,7 @@ class ShareGroupHeartbeatResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class TopicPartitions(Struct):
-        """TopicPartitions in ShareGroupHeartbeatResponse (versions 0-0, flexible from 0)."""
+        """TopicPartitions in ShareGroupHeartbeatResponse (versions 1-1, flexible from 1)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -113,7 +113,7 @@ class ShareGroupHeartbeatResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class Assignment(Struct):
-        """Assignment in ShareGroupHeartbeatResponse (versions 0-0, flexible from 0)."""
+        """Assignment in ShareGroupHeartbeatResponse (versions 1-1, flexible from 1)."""
 
         __slots__ = ('topic_partitions', 'unknown_tagged_fields',)
 
@@ -135,7 +135,7 @@ class ShareGroupHeartbeatResponse(Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _d_ShareGroupHeartbeatRequest_v0(b, p):
+def _d_ShareGroupHeartbeatRequest_v1(b, p):
     o = _new(ShareGroupHeartbeatRequest)
     x, p = r_cstr(b, p, 'ShareGroupHeartbeatRequest.group_id')
     if x is None:
@@ -174,7 +174,7 @@ def _d_ShareGroupHeartbeatRequest_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupHeartbeatRequest_v0(o, out):
+def _e_ShareGroupHeartbeatRequest_v1(o, out):
     w_cstr(out, o.group_id, 'ShareGroupHeartbeatRequest.group_id')
     w_cstr(out, o.member_id, 'ShareGroupHeartbeatRequest.member_id')
     out += _F_i.pack(o.member_epoch)
@@ -193,7 +193,7 @@ def _e_ShareGroupHeartbeatRequest_v0(o, out):
         out.append(0)
 
 
-def _d_ShareGroupHeartbeatResponse_TopicPartitions_v0(b, p):
+def _d_ShareGroupHeartbeatResponse_TopicPartitions_v1(b, p):
     o = _new(ShareGroupHeartbeatResponse.TopicPartitions)
     if p + 16 > len(b):
         truncated('ShareGroupHeartbeatResponse.TopicPartitions.topic_id', p)
@@ -218,7 +218,7 @@ def _d_ShareGroupHeartbeatResponse_TopicPartitions_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupHeartbeatResponse_TopicPartitions_v0(o, out):
+def _e_ShareGroupHeartbeatResponse_TopicPartitions_v1(o, out):
     out += _F_U.pack(o.topic_id.bytes)
     a = o.partitions
     if a is None:
@@ -233,7 +233,7 @@ def _e_ShareGroupHeartbeatResponse_TopicPartitions_v0(o, out):
         out.append(0)
 
 
-def _d_ShareGroupHeartbeatResponse_Assignment_v0(b, p):
+def _d_ShareGroupHeartbeatResponse_Assignment_v1(b, p):
     o = _new(ShareGroupHeartbeatResponse.Assignment)
     c, p = r_calen(b, p, 18, 'ShareGroupHeartbeatResponse.Assignment.topic_partitions')
     if c < 0:
@@ -242,7 +242,7 @@ def _d_ShareGroupHeartbeatResponse_Assignment_v0(b, p):
         x = []
         ap = x.append
         for _ in range(c):
-            e, p = _d_ShareGroupHeartbeatResponse_TopicPartitions_v0(b, p)
+            e, p = _d_ShareGroupHeartbeatResponse_TopicPartitions_v1(b, p)
             ap(e)
     o.topic_partitions = x
     if p < len(b) and not b[p]:
@@ -257,14 +257,14 @@ def _d_ShareGroupHeartbeatResponse_Assignment_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupHeartbeatResponse_Assignment_v0(o, out):
+def _e_ShareGroupHeartbeatResponse_Assignment_v1(o, out):
     a = o.topic_partitions
     if a is None:
         raise EncodeError('ShareGroupHeartbeatResponse.Assignment.topic_partitions' + ': null is not allowed in this version')
     else:
         w_uvarint(out, len(a) + 1)
         for e in a:
-            _e_ShareGroupHeartbeatResponse_TopicPartitions_v0(e, out)
+            _e_ShareGroupHeartbeatResponse_TopicPartitions_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -272,7 +272,7 @@ def _e_ShareGroupHeartbeatResponse_Assignment_v0(o, out):
         out.append(0)
 
 
-def _d_ShareGroupHeartbeatResponse_v0(b, p):
+def _d_ShareGroupHeartbeatResponse_v1(b, p):
     o = _new(ShareGroupHeartbeatResponse)
     if p + 6 > len(b):
         truncated('ShareGroupHeartbeatResponse.throttle_time_ms', p)
@@ -292,7 +292,7 @@ def _d_ShareGroupHeartbeatResponse_v0(b, p):
         x = None
         p += 1
     else:
-        x, p = _d_ShareGroupHeartbeatResponse_Assignment_v0(b, p + 1)
+        x, p = _d_ShareGroupHeartbeatResponse_Assignment_v1(b, p + 1)
     o.assignment = x
     if p < len(b) and not b[p]:
         p += 1
@@ -306,7 +306,7 @@ def _d_ShareGroupHeartbeatResponse_v0(b, p):
     return o, p
 
 
-def _e_ShareGroupHeartbeatResponse_v0(o, out):
+def _e_ShareGroupHeartbeatResponse_v1(o, out):
     out += _F_ih.pack(o.throttle_time_ms, o.error_code)
     w_ncstr(out, o.error_message, 'ShareGroupHeartbeatResponse.error_message')
     w_ncstr(out, o.member_id, 'ShareGroupHeartbeatResponse.member_id')
@@ -316,7 +316,7 @@ def _e_ShareGroupHeartbeatResponse_v0(o, out):
         out.append(255)
     else:
         out.append(1)
-        _e_ShareGroupHeartbeatResponse_Assignment_v0(s, out)
+        _e_ShareGroupHeartbeatResponse_Assignment_v1(s, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -324,34 +324,34 @@ def _e_ShareGroupHeartbeatResponse_v0(o, out):
         out.append(0)
 
 
-ShareGroupHeartbeatRequest._DEC = {0: _d_ShareGroupHeartbeatRequest_v0}
-ShareGroupHeartbeatRequest._ENC = {0: _e_ShareGroupHeartbeatRequest_v0}
+ShareGroupHeartbeatRequest._DEC = {1: _d_ShareGroupHeartbeatRequest_v1}
+ShareGroupHeartbeatRequest._ENC = {1: _e_ShareGroupHeartbeatRequest_v1}
 ShareGroupHeartbeatRequest._FIELDS = (
-    FieldInfo('group_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('member_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('member_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('rack_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('subscribed_topic_names', '[]string', (0, 0), (0, 0), None, False, None),
+    FieldInfo('group_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('member_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('member_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('rack_id', 'string', (0, 1), (1, 1), None, False, None),
+    FieldInfo('subscribed_topic_names', '[]string', (0, 1), (1, 1), None, False, None),
 )
-ShareGroupHeartbeatResponse._DEC = {0: _d_ShareGroupHeartbeatResponse_v0}
-ShareGroupHeartbeatResponse._ENC = {0: _e_ShareGroupHeartbeatResponse_v0}
+ShareGroupHeartbeatResponse._DEC = {1: _d_ShareGroupHeartbeatResponse_v1}
+ShareGroupHeartbeatResponse._ENC = {1: _e_ShareGroupHeartbeatResponse_v1}
 ShareGroupHeartbeatResponse._FIELDS = (
-    FieldInfo('throttle_time_ms', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('member_id', 'string', (0, 0), (0, 0), None, False, None),
-    FieldInfo('member_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('heartbeat_interval_ms', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('assignment', 'Assignment', (0, 0), (0, 0), None, False, ShareGroupHeartbeatResponse.Assignment),
+    FieldInfo('throttle_time_ms', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 1), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 1), (1, 1), None, False, None),
+    FieldInfo('member_id', 'string', (0, 1), (1, 1), None, False, None),
+    FieldInfo('member_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('heartbeat_interval_ms', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('assignment', 'Assignment', (0, 1), (1, 1), None, False, ShareGroupHeartbeatResponse.Assignment),
 )
-ShareGroupHeartbeatResponse.TopicPartitions._DEC = {0: _d_ShareGroupHeartbeatResponse_TopicPartitions_v0}
-ShareGroupHeartbeatResponse.TopicPartitions._ENC = {0: _e_ShareGroupHeartbeatResponse_TopicPartitions_v0}
+ShareGroupHeartbeatResponse.TopicPartitions._DEC = {1: _d_ShareGroupHeartbeatResponse_TopicPartitions_v1}
+ShareGroupHeartbeatResponse.TopicPartitions._ENC = {1: _e_ShareGroupHeartbeatResponse_TopicPartitions_v1}
 ShareGroupHeartbeatResponse.TopicPartitions._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]int32', (0, 0), None, None, False, None),
+    FieldInfo('topic_id', 'uuid', (0, 1), None, None, False, None),
+    FieldInfo('partitions', '[]int32', (0, 1), None, None, False, None),
 )
-ShareGroupHeartbeatResponse.Assignment._DEC = {0: _d_ShareGroupHeartbeatResponse_Assignment_v0}
-ShareGroupHeartbeatResponse.Assignment._ENC = {0: _e_ShareGroupHeartbeatResponse_Assignment_v0}
+ShareGroupHeartbeatResponse.Assignment._DEC = {1: _d_ShareGroupHeartbeatResponse_Assignment_v1}
+ShareGroupHeartbeatResponse.Assignment._ENC = {1: _e_ShareGroupHeartbeatResponse_Assignment_v1}
 ShareGroupHeartbeatResponse.Assignment._FIELDS = (
-    FieldInfo('topic_partitions', '[]TopicPartitions', (0, 0), None, None, False, ShareGroupHeartbeatResponse.TopicPartitions),
+    FieldInfo('topic_partitions', '[]TopicPartitions', (0, 1), None, None, False, ShareGroupHeartbeatResponse.TopicPartitions),
 )

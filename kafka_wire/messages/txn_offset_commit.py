@@ -47,6 +47,7 @@ from kafka_wire.primitives import (
 
 _new = object.__new__
 
+_F_U = _S('>16s')
 _F_i = _S('>i')
 _F_ih = _S('>ih')
 _F_iq = _S('>iq')
@@ -56,12 +57,12 @@ _F_qhi = _S('>qhi')
 
 
 class TxnOffsetCommitRequest(Struct):
-    """TxnOffsetCommitRequest (versions 0-5, flexible from 3)."""
+    """TxnOffsetCommitRequest (versions 0-6, flexible from 3)."""
 
-    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields',)
+    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields',)
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_MIN = 3
     LATEST_UNSTABLE = False
 
@@ -69,28 +70,30 @@ class TxnOffsetCommitRequest(Struct):
     group_id: str
     producer_id: int
     producer_epoch: int
-    generation_id: int
+    generation_id_or_member_epoch: int
     member_id: str
     group_instance_id: str | None
     topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic]
     unknown_tagged_fields: TaggedFields
 
     class TxnOffsetCommitRequestTopic(Struct):
-        """TxnOffsetCommitRequestTopic in TxnOffsetCommitRequest (versions 0-5, flexible from 3)."""
+        """TxnOffsetCommitRequestTopic in TxnOffsetCommitRequest (versions 0-6, flexible from 3)."""
 
-        __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+        __slots__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
 
         name: str
+        topic_id: UUID
         partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, name: str = '', topic_id: UUID = ZERO_UUID, partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.name = name
+            self.topic_id = topic_id
             self.partitions = [] if partitions is ... else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class TxnOffsetCommitRequestPartition(Struct):
-        """TxnOffsetCommitRequestPartition in TxnOffsetCommitRequest (versions 0-5, flexible from 3)."""
+        """TxnOffsetCommitRequestPartition in TxnOffsetCommitRequest (versions 0-6, flexible from 3)."""
 
         __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields',)
 
@@ -107,12 +110,12 @@ class TxnOffsetCommitRequest(Struct):
             self.committed_metadata = committed_metadata
             self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __init__(self, *, transactional_id: str = '', group_id: str = '', producer_id: int = 0, producer_epoch: int = 0, generation_id: int = -1, member_id: str = '', group_instance_id: str | None = None, topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+    def __init__(self, *, transactional_id: str = '', group_id: str = '', producer_id: int = 0, producer_epoch: int = 0, generation_id_or_member_epoch: int = -1, member_id: str = '', group_instance_id: str | None = None, topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
         self.transactional_id = transactional_id
         self.group_id = group_id
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
-        self.generation_id = generation_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.topics = [] if topics is ... else topics
@@ -120,12 +123,12 @@ class TxnOffsetCommitRequest(Struct):
 
 
 class TxnOffsetCommitResponse(Struct):
-    """TxnOffsetCommitResponse (versions 0-5, flexible from 3)."""
+    """TxnOffsetCommitResponse (versions 0-6, flexible from 3)."""
 
     __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields',)
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_MIN = 3
     LATEST_UNSTABLE = False
 
@@ -134,21 +137,23 @@ class TxnOffsetCommitResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class TxnOffsetCommitResponseTopic(Struct):
-        """TxnOffsetCommitResponseTopic in TxnOffsetCommitResponse (versions 0-5, flexible from 3)."""
+        """TxnOffsetCommitResponseTopic in TxnOffsetCommitResponse (versions 0-6, flexible from 3)."""
 
-        __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+        __slots__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
 
         name: str
+        topic_id: UUID
         partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, name: str = '', topic_id: UUID = ZERO_UUID, partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.name = name
+            self.topic_id = topic_id
             self.partitions = [] if partitions is ... else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class TxnOffsetCommitResponsePartition(Struct):
-        """TxnOffsetCommitResponsePartition in TxnOffsetCommitResponse (versions 0-5, flexible from 3)."""
+        """TxnOffsetCommitResponsePartition in TxnOffsetCommitResponse (versions 0-6, flexible from 3)."""
 
         __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields',)
 
@@ -201,6 +206,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(b, p):
             e, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(b, p)
             ap(e)
     o.partitions = x
+    o.topic_id = ZERO_UUID
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
@@ -240,7 +246,7 @@ def _d_TxnOffsetCommitRequest_v0(b, p):
             e, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(b, p)
             ap(e)
     o.topics = x
-    o.generation_id = -1
+    o.generation_id_or_member_epoch = -1
     o.member_id = ''
     o.group_instance_id = None
     o.unknown_tagged_fields = NO_TAGS
@@ -248,8 +254,8 @@ def _d_TxnOffsetCommitRequest_v0(b, p):
 
 
 def _e_TxnOffsetCommitRequest_v0(o, out):
-    if o.generation_id != -1:
-        not_in_version('TxnOffsetCommitRequest.generation_id', 0)
+    if o.generation_id_or_member_epoch != -1:
+        not_in_version('TxnOffsetCommitRequest.generation_id_or_member_epoch', 0)
     if o.member_id != '':
         not_in_version('TxnOffsetCommitRequest.member_id', 0)
     if o.group_instance_id != None:
@@ -267,8 +273,8 @@ def _e_TxnOffsetCommitRequest_v0(o, out):
 
 
 def _e_TxnOffsetCommitRequest_v1(o, out):
-    if o.generation_id != -1:
-        not_in_version('TxnOffsetCommitRequest.generation_id', 1)
+    if o.generation_id_or_member_epoch != -1:
+        not_in_version('TxnOffsetCommitRequest.generation_id_or_member_epoch', 1)
     if o.member_id != '':
         not_in_version('TxnOffsetCommitRequest.member_id', 1)
     if o.group_instance_id != None:
@@ -318,6 +324,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(b, p):
             e, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(b, p)
             ap(e)
     o.partitions = x
+    o.topic_id = ZERO_UUID
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
@@ -357,7 +364,7 @@ def _d_TxnOffsetCommitRequest_v2(b, p):
             e, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(b, p)
             ap(e)
     o.topics = x
-    o.generation_id = -1
+    o.generation_id_or_member_epoch = -1
     o.member_id = ''
     o.group_instance_id = None
     o.unknown_tagged_fields = NO_TAGS
@@ -365,8 +372,8 @@ def _d_TxnOffsetCommitRequest_v2(b, p):
 
 
 def _e_TxnOffsetCommitRequest_v2(o, out):
-    if o.generation_id != -1:
-        not_in_version('TxnOffsetCommitRequest.generation_id', 2)
+    if o.generation_id_or_member_epoch != -1:
+        not_in_version('TxnOffsetCommitRequest.generation_id_or_member_epoch', 2)
     if o.member_id != '':
         not_in_version('TxnOffsetCommitRequest.member_id', 2)
     if o.group_instance_id != None:
@@ -429,6 +436,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(b, p):
             e, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(b, p)
             ap(e)
     o.partitions = x
+    o.topic_id = ZERO_UUID
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -469,7 +477,7 @@ def _d_TxnOffsetCommitRequest_v3(b, p):
     o.group_id = x
     if p + 14 > len(b):
         truncated('TxnOffsetCommitRequest.producer_id', p)
-    o.producer_id, o.producer_epoch, o.generation_id = _F_qhi.unpack_from(b, p)
+    o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch = _F_qhi.unpack_from(b, p)
     p += 14
     x, p = r_cstr(b, p, 'TxnOffsetCommitRequest.member_id')
     if x is None:
@@ -502,7 +510,7 @@ def _d_TxnOffsetCommitRequest_v3(b, p):
 def _e_TxnOffsetCommitRequest_v3(o, out):
     w_cstr(out, o.transactional_id, 'TxnOffsetCommitRequest.transactional_id')
     w_cstr(out, o.group_id, 'TxnOffsetCommitRequest.group_id')
-    out += _F_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id)
+    out += _F_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
     w_cstr(out, o.member_id, 'TxnOffsetCommitRequest.member_id')
     w_ncstr(out, o.group_instance_id, 'TxnOffsetCommitRequest.group_instance_id')
     a = o.topics
@@ -512,6 +520,114 @@ def _e_TxnOffsetCommitRequest_v3(o, out):
         w_uvarint(out, len(a) + 1)
         for e in a:
             _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(b, p):
+    o = _new(TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic)
+    if p + 16 > len(b):
+        truncated('TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.topic_id', p)
+    o.topic_id, = _F_U.unpack_from(b, p)
+    p += 16
+    o.topic_id = UUID(bytes=o.topic_id)
+    c, p = r_calen(b, p, 18, 'TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions')
+    if c < 0:
+        null_error('TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(b, p)
+            ap(e)
+    o.partitions = x
+    o.name = ''
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(o, out):
+    out += _F_U.pack(o.topic_id.bytes)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_TxnOffsetCommitRequest_v6(b, p):
+    o = _new(TxnOffsetCommitRequest)
+    x, p = r_cstr(b, p, 'TxnOffsetCommitRequest.transactional_id')
+    if x is None:
+        null_error('TxnOffsetCommitRequest.transactional_id', p)
+    o.transactional_id = x
+    x, p = r_cstr(b, p, 'TxnOffsetCommitRequest.group_id')
+    if x is None:
+        null_error('TxnOffsetCommitRequest.group_id', p)
+    o.group_id = x
+    if p + 14 > len(b):
+        truncated('TxnOffsetCommitRequest.producer_id', p)
+    o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch = _F_qhi.unpack_from(b, p)
+    p += 14
+    x, p = r_cstr(b, p, 'TxnOffsetCommitRequest.member_id')
+    if x is None:
+        null_error('TxnOffsetCommitRequest.member_id', p)
+    o.member_id = x
+    x, p = r_cstr(b, p, 'TxnOffsetCommitRequest.group_instance_id')
+    o.group_instance_id = x
+    c, p = r_calen(b, p, 18, 'TxnOffsetCommitRequest.topics')
+    if c < 0:
+        null_error('TxnOffsetCommitRequest.topics', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(b, p)
+            ap(e)
+    o.topics = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'TxnOffsetCommitRequest._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_TxnOffsetCommitRequest_v6(o, out):
+    w_cstr(out, o.transactional_id, 'TxnOffsetCommitRequest.transactional_id')
+    w_cstr(out, o.group_id, 'TxnOffsetCommitRequest.group_id')
+    out += _F_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
+    w_cstr(out, o.member_id, 'TxnOffsetCommitRequest.member_id')
+    w_ncstr(out, o.group_instance_id, 'TxnOffsetCommitRequest.group_instance_id')
+    a = o.topics
+    if a is None:
+        raise EncodeError('TxnOffsetCommitRequest.topics' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -549,6 +665,7 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(b, p):
             e, p = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(b, p)
             ap(e)
     o.partitions = x
+    o.topic_id = ZERO_UUID
     o.unknown_tagged_fields = NO_TAGS
     return o, p
 
@@ -638,6 +755,7 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(b, p):
             e, p = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(b, p)
             ap(e)
     o.partitions = x
+    o.topic_id = ZERO_UUID
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -710,47 +828,139 @@ def _e_TxnOffsetCommitResponse_v3(o, out):
         out.append(0)
 
 
-TxnOffsetCommitRequest._DEC = {0: _d_TxnOffsetCommitRequest_v0, 1: _d_TxnOffsetCommitRequest_v0, 2: _d_TxnOffsetCommitRequest_v2, 3: _d_TxnOffsetCommitRequest_v3, 4: _d_TxnOffsetCommitRequest_v3, 5: _d_TxnOffsetCommitRequest_v3}
-TxnOffsetCommitRequest._ENC = {0: _e_TxnOffsetCommitRequest_v0, 1: _e_TxnOffsetCommitRequest_v1, 2: _e_TxnOffsetCommitRequest_v2, 3: _e_TxnOffsetCommitRequest_v3, 4: _e_TxnOffsetCommitRequest_v3, 5: _e_TxnOffsetCommitRequest_v3}
+def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(b, p):
+    o = _new(TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic)
+    if p + 16 > len(b):
+        truncated('TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.topic_id', p)
+    o.topic_id, = _F_U.unpack_from(b, p)
+    p += 16
+    o.topic_id = UUID(bytes=o.topic_id)
+    c, p = r_calen(b, p, 7, 'TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions')
+    if c < 0:
+        null_error('TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(b, p)
+            ap(e)
+    o.partitions = x
+    o.name = ''
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(o, out):
+    out += _F_U.pack(o.topic_id.bytes)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_TxnOffsetCommitResponse_v6(b, p):
+    o = _new(TxnOffsetCommitResponse)
+    if p + 4 > len(b):
+        truncated('TxnOffsetCommitResponse.throttle_time_ms', p)
+    o.throttle_time_ms, = _F_i.unpack_from(b, p)
+    p += 4
+    c, p = r_calen(b, p, 18, 'TxnOffsetCommitResponse.topics')
+    if c < 0:
+        null_error('TxnOffsetCommitResponse.topics', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(b, p)
+            ap(e)
+    o.topics = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'TxnOffsetCommitResponse._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_TxnOffsetCommitResponse_v6(o, out):
+    out += _F_i.pack(o.throttle_time_ms)
+    a = o.topics
+    if a is None:
+        raise EncodeError('TxnOffsetCommitResponse.topics' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+TxnOffsetCommitRequest._DEC = {0: _d_TxnOffsetCommitRequest_v0, 1: _d_TxnOffsetCommitRequest_v0, 2: _d_TxnOffsetCommitRequest_v2, 3: _d_TxnOffsetCommitRequest_v3, 4: _d_TxnOffsetCommitRequest_v3, 5: _d_TxnOffsetCommitRequest_v3, 6: _d_TxnOffsetCommitRequest_v6}
+TxnOffsetCommitRequest._ENC = {0: _e_TxnOffsetCommitRequest_v0, 1: _e_TxnOffsetCommitRequest_v1, 2: _e_TxnOffsetCommitRequest_v2, 3: _e_TxnOffsetCommitRequest_v3, 4: _e_TxnOffsetCommitRequest_v3, 5: _e_TxnOffsetCommitRequest_v3, 6: _e_TxnOffsetCommitRequest_v6}
 TxnOffsetCommitRequest._FIELDS = (
-    FieldInfo('transactional_id', 'string', (0, 5), None, None, False, None),
-    FieldInfo('group_id', 'string', (0, 5), None, None, False, None),
-    FieldInfo('producer_id', 'int64', (0, 5), None, None, False, None),
-    FieldInfo('producer_epoch', 'int16', (0, 5), None, None, False, None),
-    FieldInfo('generation_id', 'int32', (3, 5), None, None, False, None),
-    FieldInfo('member_id', 'string', (3, 5), None, None, False, None),
-    FieldInfo('group_instance_id', 'string', (3, 5), (3, 5), None, False, None),
-    FieldInfo('topics', '[]TxnOffsetCommitRequestTopic', (0, 5), None, None, False, TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic),
+    FieldInfo('transactional_id', 'string', (0, 6), None, None, False, None),
+    FieldInfo('group_id', 'string', (0, 6), None, None, False, None),
+    FieldInfo('producer_id', 'int64', (0, 6), None, None, False, None),
+    FieldInfo('producer_epoch', 'int16', (0, 6), None, None, False, None),
+    FieldInfo('generation_id_or_member_epoch', 'int32', (3, 6), None, None, False, None),
+    FieldInfo('member_id', 'string', (3, 6), None, None, False, None),
+    FieldInfo('group_instance_id', 'string', (3, 6), (3, 6), None, False, None),
+    FieldInfo('topics', '[]TxnOffsetCommitRequestTopic', (0, 6), None, None, False, TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic),
 )
-TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic._DEC = {0: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0, 1: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0, 2: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2, 3: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 4: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 5: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3}
-TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic._ENC = {0: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0, 1: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0, 2: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2, 3: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 4: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 5: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3}
+TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic._DEC = {0: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0, 1: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0, 2: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2, 3: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 4: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 5: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 6: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6}
+TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic._ENC = {0: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0, 1: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0, 2: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2, 3: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 4: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 5: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, 6: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6}
 TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic._FIELDS = (
-    FieldInfo('name', 'string', (0, 5), None, None, False, None),
-    FieldInfo('partitions', '[]TxnOffsetCommitRequestPartition', (0, 5), None, None, False, TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition),
+    FieldInfo('name', 'string', (0, 5), None, None, True, None),
+    FieldInfo('topic_id', 'uuid', (6, 6), None, None, True, None),
+    FieldInfo('partitions', '[]TxnOffsetCommitRequestPartition', (0, 6), None, None, False, TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition),
 )
-TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition._DEC = {0: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0, 1: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0, 2: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2, 3: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 4: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 5: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3}
-TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition._ENC = {0: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0, 1: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0, 2: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2, 3: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 4: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 5: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3}
+TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition._DEC = {0: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0, 1: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0, 2: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2, 3: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 4: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 5: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 6: _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3}
+TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition._ENC = {0: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0, 1: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0, 2: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2, 3: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 4: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 5: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, 6: _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3}
 TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition._FIELDS = (
-    FieldInfo('partition_index', 'int32', (0, 5), None, None, False, None),
-    FieldInfo('committed_offset', 'int64', (0, 5), None, None, False, None),
-    FieldInfo('committed_leader_epoch', 'int32', (2, 5), None, None, True, None),
-    FieldInfo('committed_metadata', 'string', (0, 5), (0, 5), None, False, None),
+    FieldInfo('partition_index', 'int32', (0, 6), None, None, False, None),
+    FieldInfo('committed_offset', 'int64', (0, 6), None, None, False, None),
+    FieldInfo('committed_leader_epoch', 'int32', (2, 6), None, None, True, None),
+    FieldInfo('committed_metadata', 'string', (0, 6), (0, 6), None, False, None),
 )
-TxnOffsetCommitResponse._DEC = {0: _d_TxnOffsetCommitResponse_v0, 1: _d_TxnOffsetCommitResponse_v0, 2: _d_TxnOffsetCommitResponse_v0, 3: _d_TxnOffsetCommitResponse_v3, 4: _d_TxnOffsetCommitResponse_v3, 5: _d_TxnOffsetCommitResponse_v3}
-TxnOffsetCommitResponse._ENC = {0: _e_TxnOffsetCommitResponse_v0, 1: _e_TxnOffsetCommitResponse_v0, 2: _e_TxnOffsetCommitResponse_v0, 3: _e_TxnOffsetCommitResponse_v3, 4: _e_TxnOffsetCommitResponse_v3, 5: _e_TxnOffsetCommitResponse_v3}
+TxnOffsetCommitResponse._DEC = {0: _d_TxnOffsetCommitResponse_v0, 1: _d_TxnOffsetCommitResponse_v0, 2: _d_TxnOffsetCommitResponse_v0, 3: _d_TxnOffsetCommitResponse_v3, 4: _d_TxnOffsetCommitResponse_v3, 5: _d_TxnOffsetCommitResponse_v3, 6: _d_TxnOffsetCommitResponse_v6}
+TxnOffsetCommitResponse._ENC = {0: _e_TxnOffsetCommitResponse_v0, 1: _e_TxnOffsetCommitResponse_v0, 2: _e_TxnOffsetCommitResponse_v0, 3: _e_TxnOffsetCommitResponse_v3, 4: _e_TxnOffsetCommitResponse_v3, 5: _e_TxnOffsetCommitResponse_v3, 6: _e_TxnOffsetCommitResponse_v6}
 TxnOffsetCommitResponse._FIELDS = (
-    FieldInfo('throttle_time_ms', 'int32', (0, 5), None, None, False, None),
-    FieldInfo('topics', '[]TxnOffsetCommitResponseTopic', (0, 5), None, None, False, TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic),
+    FieldInfo('throttle_time_ms', 'int32', (0, 6), None, None, False, None),
+    FieldInfo('topics', '[]TxnOffsetCommitResponseTopic', (0, 6), None, None, False, TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic),
 )
-TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic._DEC = {0: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 1: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 2: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 3: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 4: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 5: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3}
-TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic._ENC = {0: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 1: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 2: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 3: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 4: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 5: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3}
+TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic._DEC = {0: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 1: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 2: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 3: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 4: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 5: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 6: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6}
+TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic._ENC = {0: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 1: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 2: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, 3: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 4: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 5: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, 6: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6}
 TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic._FIELDS = (
-    FieldInfo('name', 'string', (0, 5), None, None, False, None),
-    FieldInfo('partitions', '[]TxnOffsetCommitResponsePartition', (0, 5), None, None, False, TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition),
+    FieldInfo('name', 'string', (0, 5), None, None, True, None),
+    FieldInfo('topic_id', 'uuid', (6, 6), None, None, True, None),
+    FieldInfo('partitions', '[]TxnOffsetCommitResponsePartition', (0, 6), None, None, False, TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition),
 )
-TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition._DEC = {0: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 1: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 2: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 3: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 4: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 5: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3}
-TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition._ENC = {0: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 1: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 2: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 3: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 4: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 5: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3}
+TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition._DEC = {0: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 1: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 2: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 3: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 4: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 5: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 6: _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3}
+TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition._ENC = {0: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 1: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 2: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, 3: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 4: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 5: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, 6: _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3}
 TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition._FIELDS = (
-    FieldInfo('partition_index', 'int32', (0, 5), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 5), None, None, False, None),
+    FieldInfo('partition_index', 'int32', (0, 6), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 6), None, None, False, None),
 )

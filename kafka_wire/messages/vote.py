@@ -52,16 +52,17 @@ _F_h = _S('>h')
 _F_i = _S('>i')
 _F_ihiiZ = _S('>ihii?')
 _F_iiiUUiq = _S('>iii16s16siq')
+_F_iiiUUiqZ = _S('>iii16s16siq?')
 _F_iiiiq = _S('>iiiiq')
 
 
 class VoteRequest(Struct):
-    """VoteRequest (versions 0-1, flexible from 0)."""
+    """VoteRequest (versions 0-2, flexible from 0)."""
 
     __slots__ = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields',)
     API_KEY = 52
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -71,7 +72,7 @@ class VoteRequest(Struct):
     unknown_tagged_fields: TaggedFields
 
     class TopicData(Struct):
-        """TopicData in VoteRequest (versions 0-1, flexible from 0)."""
+        """TopicData in VoteRequest (versions 0-2, flexible from 0)."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
 
@@ -85,27 +86,29 @@ class VoteRequest(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionData(Struct):
-        """PartitionData in VoteRequest (versions 0-1, flexible from 0)."""
+        """PartitionData in VoteRequest (versions 0-2, flexible from 0)."""
 
-        __slots__ = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'unknown_tagged_fields',)
+        __slots__ = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote', 'unknown_tagged_fields',)
 
         partition_index: int
-        candidate_epoch: int
-        candidate_id: int
-        candidate_directory_id: UUID
+        replica_epoch: int
+        replica_id: int
+        replica_directory_id: UUID
         voter_directory_id: UUID
         last_offset_epoch: int
         last_offset: int
+        pre_vote: bool
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, partition_index: int = 0, candidate_epoch: int = 0, candidate_id: int = 0, candidate_directory_id: UUID = ZERO_UUID, voter_directory_id: UUID = ZERO_UUID, last_offset_epoch: int = 0, last_offset: int = 0, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, partition_index: int = 0, replica_epoch: int = 0, replica_id: int = 0, replica_directory_id: UUID = ZERO_UUID, voter_directory_id: UUID = ZERO_UUID, last_offset_epoch: int = 0, last_offset: int = 0, pre_vote: bool = False, unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.partition_index = partition_index
-            self.candidate_epoch = candidate_epoch
-            self.candidate_id = candidate_id
-            self.candidate_directory_id = candidate_directory_id
+            self.replica_epoch = replica_epoch
+            self.replica_id = replica_id
+            self.replica_directory_id = replica_directory_id
             self.voter_directory_id = voter_directory_id
             self.last_offset_epoch = last_offset_epoch
             self.last_offset = last_offset
+            self.pre_vote = pre_vote
             self.unknown_tagged_fields = unknown_tagged_fields
 
     def __init__(self, *, cluster_id: str | None = None, voter_id: int = -1, topics: list[VoteRequest.TopicData] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
@@ -116,12 +119,12 @@ class VoteRequest(Struct):
 
 
 class VoteResponse(Struct):
-    """VoteResponse (versions 0-1, flexible from 0)."""
+    """VoteResponse (versions 0-2, flexible from 0)."""
 
     __slots__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields',)
     API_KEY = 52
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -131,7 +134,7 @@ class VoteResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class TopicData(Struct):
-        """TopicData in VoteResponse (versions 0-1, flexible from 0)."""
+        """TopicData in VoteResponse (versions 0-2, flexible from 0)."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
 
@@ -145,7 +148,7 @@ class VoteResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionData(Struct):
-        """PartitionData in VoteResponse (versions 0-1, flexible from 0)."""
+        """PartitionData in VoteResponse (versions 0-2, flexible from 0)."""
 
         __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted', 'unknown_tagged_fields',)
 
@@ -165,7 +168,7 @@ class VoteResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class NodeEndpoint(Struct):
-        """NodeEndpoint in VoteResponse (versions 0-1, flexible from 0)."""
+        """NodeEndpoint in VoteResponse (versions 0-2, flexible from 0)."""
 
         __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields',)
 
@@ -191,10 +194,11 @@ def _d_VoteRequest_PartitionData_v0(b, p):
     o = _new(VoteRequest.PartitionData)
     if p + 24 > len(b):
         truncated('VoteRequest.PartitionData.partition_index', p)
-    o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset = _F_iiiiq.unpack_from(b, p)
+    o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset = _F_iiiiq.unpack_from(b, p)
     p += 24
-    o.candidate_directory_id = ZERO_UUID
+    o.replica_directory_id = ZERO_UUID
     o.voter_directory_id = ZERO_UUID
+    o.pre_vote = False
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -208,7 +212,9 @@ def _d_VoteRequest_PartitionData_v0(b, p):
 
 
 def _e_VoteRequest_PartitionData_v0(o, out):
-    out += _F_iiiiq.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset)
+    if o.pre_vote != False:
+        not_in_version('VoteRequest.PartitionData.pre_vote', 0)
+    out += _F_iiiiq.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -307,10 +313,11 @@ def _d_VoteRequest_PartitionData_v1(b, p):
     o = _new(VoteRequest.PartitionData)
     if p + 56 > len(b):
         truncated('VoteRequest.PartitionData.partition_index', p)
-    o.partition_index, o.candidate_epoch, o.candidate_id, o.candidate_directory_id, o.voter_directory_id, o.last_offset_epoch, o.last_offset = _F_iiiUUiq.unpack_from(b, p)
+    o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id, o.voter_directory_id, o.last_offset_epoch, o.last_offset = _F_iiiUUiq.unpack_from(b, p)
     p += 56
-    o.candidate_directory_id = UUID(bytes=o.candidate_directory_id)
+    o.replica_directory_id = UUID(bytes=o.replica_directory_id)
     o.voter_directory_id = UUID(bytes=o.voter_directory_id)
+    o.pre_vote = False
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -324,7 +331,9 @@ def _d_VoteRequest_PartitionData_v1(b, p):
 
 
 def _e_VoteRequest_PartitionData_v1(o, out):
-    out += _F_iiiUUiq.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.candidate_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset)
+    if o.pre_vote != False:
+        not_in_version('VoteRequest.PartitionData.pre_vote', 1)
+    out += _F_iiiUUiq.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -416,6 +425,126 @@ def _e_VoteRequest_v1(o, out):
         w_uvarint(out, len(a) + 1)
         for e in a:
             _e_VoteRequest_TopicData_v1(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_VoteRequest_PartitionData_v2(b, p):
+    o = _new(VoteRequest.PartitionData)
+    if p + 57 > len(b):
+        truncated('VoteRequest.PartitionData.partition_index', p)
+    o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id, o.voter_directory_id, o.last_offset_epoch, o.last_offset, o.pre_vote = _F_iiiUUiqZ.unpack_from(b, p)
+    p += 57
+    o.replica_directory_id = UUID(bytes=o.replica_directory_id)
+    o.voter_directory_id = UUID(bytes=o.voter_directory_id)
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'VoteRequest.PartitionData._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_VoteRequest_PartitionData_v2(o, out):
+    out += _F_iiiUUiqZ.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_VoteRequest_TopicData_v2(b, p):
+    o = _new(VoteRequest.TopicData)
+    x, p = r_cstr(b, p, 'VoteRequest.TopicData.topic_name')
+    if x is None:
+        null_error('VoteRequest.TopicData.topic_name', p)
+    o.topic_name = x
+    c, p = r_calen(b, p, 58, 'VoteRequest.TopicData.partitions')
+    if c < 0:
+        null_error('VoteRequest.TopicData.partitions', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_VoteRequest_PartitionData_v2(b, p)
+            ap(e)
+    o.partitions = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'VoteRequest.TopicData._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_VoteRequest_TopicData_v2(o, out):
+    w_cstr(out, o.topic_name, 'VoteRequest.TopicData.topic_name')
+    a = o.partitions
+    if a is None:
+        raise EncodeError('VoteRequest.TopicData.partitions' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_VoteRequest_PartitionData_v2(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_VoteRequest_v2(b, p):
+    o = _new(VoteRequest)
+    x, p = r_cstr(b, p, 'VoteRequest.cluster_id')
+    o.cluster_id = x
+    if p + 4 > len(b):
+        truncated('VoteRequest.voter_id', p)
+    o.voter_id, = _F_i.unpack_from(b, p)
+    p += 4
+    c, p = r_calen(b, p, 3, 'VoteRequest.topics')
+    if c < 0:
+        null_error('VoteRequest.topics', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_VoteRequest_TopicData_v2(b, p)
+            ap(e)
+    o.topics = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'VoteRequest._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_VoteRequest_v2(o, out):
+    w_ncstr(out, o.cluster_id, 'VoteRequest.cluster_id')
+    out += _F_i.pack(o.voter_id)
+    a = o.topics
+    if a is None:
+        raise EncodeError('VoteRequest.topics' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_VoteRequest_TopicData_v2(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -652,56 +781,57 @@ def _e_VoteResponse_v1(o, out):
         out.append(0)
 
 
-VoteRequest._DEC = {0: _d_VoteRequest_v0, 1: _d_VoteRequest_v1}
-VoteRequest._ENC = {0: _e_VoteRequest_v0, 1: _e_VoteRequest_v1}
+VoteRequest._DEC = {0: _d_VoteRequest_v0, 1: _d_VoteRequest_v1, 2: _d_VoteRequest_v2}
+VoteRequest._ENC = {0: _e_VoteRequest_v0, 1: _e_VoteRequest_v1, 2: _e_VoteRequest_v2}
 VoteRequest._FIELDS = (
-    FieldInfo('cluster_id', 'string', (0, 1), (0, 1), None, False, None),
-    FieldInfo('voter_id', 'int32', (1, 1), None, None, True, None),
-    FieldInfo('topics', '[]TopicData', (0, 1), None, None, False, VoteRequest.TopicData),
+    FieldInfo('cluster_id', 'string', (0, 2), (0, 2), None, False, None),
+    FieldInfo('voter_id', 'int32', (1, 2), None, None, True, None),
+    FieldInfo('topics', '[]TopicData', (0, 2), None, None, False, VoteRequest.TopicData),
 )
-VoteRequest.TopicData._DEC = {0: _d_VoteRequest_TopicData_v0, 1: _d_VoteRequest_TopicData_v1}
-VoteRequest.TopicData._ENC = {0: _e_VoteRequest_TopicData_v0, 1: _e_VoteRequest_TopicData_v1}
+VoteRequest.TopicData._DEC = {0: _d_VoteRequest_TopicData_v0, 1: _d_VoteRequest_TopicData_v1, 2: _d_VoteRequest_TopicData_v2}
+VoteRequest.TopicData._ENC = {0: _e_VoteRequest_TopicData_v0, 1: _e_VoteRequest_TopicData_v1, 2: _e_VoteRequest_TopicData_v2}
 VoteRequest.TopicData._FIELDS = (
-    FieldInfo('topic_name', 'string', (0, 1), None, None, False, None),
-    FieldInfo('partitions', '[]PartitionData', (0, 1), None, None, False, VoteRequest.PartitionData),
+    FieldInfo('topic_name', 'string', (0, 2), None, None, False, None),
+    FieldInfo('partitions', '[]PartitionData', (0, 2), None, None, False, VoteRequest.PartitionData),
 )
-VoteRequest.PartitionData._DEC = {0: _d_VoteRequest_PartitionData_v0, 1: _d_VoteRequest_PartitionData_v1}
-VoteRequest.PartitionData._ENC = {0: _e_VoteRequest_PartitionData_v0, 1: _e_VoteRequest_PartitionData_v1}
+VoteRequest.PartitionData._DEC = {0: _d_VoteRequest_PartitionData_v0, 1: _d_VoteRequest_PartitionData_v1, 2: _d_VoteRequest_PartitionData_v2}
+VoteRequest.PartitionData._ENC = {0: _e_VoteRequest_PartitionData_v0, 1: _e_VoteRequest_PartitionData_v1, 2: _e_VoteRequest_PartitionData_v2}
 VoteRequest.PartitionData._FIELDS = (
-    FieldInfo('partition_index', 'int32', (0, 1), None, None, False, None),
-    FieldInfo('candidate_epoch', 'int32', (0, 1), None, None, False, None),
-    FieldInfo('candidate_id', 'int32', (0, 1), None, None, False, None),
-    FieldInfo('candidate_directory_id', 'uuid', (1, 1), None, None, True, None),
-    FieldInfo('voter_directory_id', 'uuid', (1, 1), None, None, True, None),
-    FieldInfo('last_offset_epoch', 'int32', (0, 1), None, None, False, None),
-    FieldInfo('last_offset', 'int64', (0, 1), None, None, False, None),
+    FieldInfo('partition_index', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('replica_epoch', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('replica_id', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('replica_directory_id', 'uuid', (1, 2), None, None, True, None),
+    FieldInfo('voter_directory_id', 'uuid', (1, 2), None, None, True, None),
+    FieldInfo('last_offset_epoch', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('last_offset', 'int64', (0, 2), None, None, False, None),
+    FieldInfo('pre_vote', 'bool', (2, 2), None, None, False, None),
 )
-VoteResponse._DEC = {0: _d_VoteResponse_v0, 1: _d_VoteResponse_v1}
-VoteResponse._ENC = {0: _e_VoteResponse_v0, 1: _e_VoteResponse_v1}
+VoteResponse._DEC = {0: _d_VoteResponse_v0, 1: _d_VoteResponse_v1, 2: _d_VoteResponse_v1}
+VoteResponse._ENC = {0: _e_VoteResponse_v0, 1: _e_VoteResponse_v1, 2: _e_VoteResponse_v1}
 VoteResponse._FIELDS = (
-    FieldInfo('error_code', 'int16', (0, 1), None, None, False, None),
-    FieldInfo('topics', '[]TopicData', (0, 1), None, None, False, VoteResponse.TopicData),
-    FieldInfo('node_endpoints', '[]NodeEndpoint', (1, 1), None, 0, False, VoteResponse.NodeEndpoint),
+    FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
+    FieldInfo('topics', '[]TopicData', (0, 2), None, None, False, VoteResponse.TopicData),
+    FieldInfo('node_endpoints', '[]NodeEndpoint', (1, 2), None, 0, False, VoteResponse.NodeEndpoint),
 )
-VoteResponse.TopicData._DEC = {0: _d_VoteResponse_TopicData_v0, 1: _d_VoteResponse_TopicData_v0}
-VoteResponse.TopicData._ENC = {0: _e_VoteResponse_TopicData_v0, 1: _e_VoteResponse_TopicData_v0}
+VoteResponse.TopicData._DEC = {0: _d_VoteResponse_TopicData_v0, 1: _d_VoteResponse_TopicData_v0, 2: _d_VoteResponse_TopicData_v0}
+VoteResponse.TopicData._ENC = {0: _e_VoteResponse_TopicData_v0, 1: _e_VoteResponse_TopicData_v0, 2: _e_VoteResponse_TopicData_v0}
 VoteResponse.TopicData._FIELDS = (
-    FieldInfo('topic_name', 'string', (0, 1), None, None, False, None),
-    FieldInfo('partitions', '[]PartitionData', (0, 1), None, None, False, VoteResponse.PartitionData),
+    FieldInfo('topic_name', 'string', (0, 2), None, None, False, None),
+    FieldInfo('partitions', '[]PartitionData', (0, 2), None, None, False, VoteResponse.PartitionData),
 )
-VoteResponse.PartitionData._DEC = {0: _d_VoteResponse_PartitionData_v0, 1: _d_VoteResponse_PartitionData_v0}
-VoteResponse.PartitionData._ENC = {0: _e_VoteResponse_PartitionData_v0, 1: _e_VoteResponse_PartitionData_v0}
+VoteResponse.PartitionData._DEC = {0: _d_VoteResponse_PartitionData_v0, 1: _d_VoteResponse_PartitionData_v0, 2: _d_VoteResponse_PartitionData_v0}
+VoteResponse.PartitionData._ENC = {0: _e_VoteResponse_PartitionData_v0, 1: _e_VoteResponse_PartitionData_v0, 2: _e_VoteResponse_PartitionData_v0}
 VoteResponse.PartitionData._FIELDS = (
-    FieldInfo('partition_index', 'int32', (0, 1), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 1), None, None, False, None),
-    FieldInfo('leader_id', 'int32', (0, 1), None, None, False, None),
-    FieldInfo('leader_epoch', 'int32', (0, 1), None, None, False, None),
-    FieldInfo('vote_granted', 'bool', (0, 1), None, None, False, None),
+    FieldInfo('partition_index', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 2), None, None, False, None),
+    FieldInfo('leader_id', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('leader_epoch', 'int32', (0, 2), None, None, False, None),
+    FieldInfo('vote_granted', 'bool', (0, 2), None, None, False, None),
 )
-VoteResponse.NodeEndpoint._DEC = {1: _d_VoteResponse_NodeEndpoint_v1}
-VoteResponse.NodeEndpoint._ENC = {1: _e_VoteResponse_NodeEndpoint_v1}
+VoteResponse.NodeEndpoint._DEC = {1: _d_VoteResponse_NodeEndpoint_v1, 2: _d_VoteResponse_NodeEndpoint_v1}
+VoteResponse.NodeEndpoint._ENC = {1: _e_VoteResponse_NodeEndpoint_v1, 2: _e_VoteResponse_NodeEndpoint_v1}
 VoteResponse.NodeEndpoint._FIELDS = (
-    FieldInfo('node_id', 'int32', (1, 1), None, None, False, None),
-    FieldInfo('host', 'string', (1, 1), None, None, False, None),
-    FieldInfo('port', 'uint16', (1, 1), None, None, False, None),
+    FieldInfo('node_id', 'int32', (1, 2), None, None, False, None),
+    FieldInfo('host', 'string', (1, 2), None, None, False, None),
+    FieldInfo('port', 'uint16', (1, 2), None, None, False, None),
 )

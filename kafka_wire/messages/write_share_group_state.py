@@ -50,25 +50,26 @@ _new = object.__new__
 _F_U = _S('>16s')
 _F_ih = _S('>ih')
 _F_iiiq = _S('>iiiq')
+_F_iiiqi = _S('>iiiqi')
 _F_qqbh = _S('>qqbh')
 
 
 class WriteShareGroupStateRequest(Struct):
-    """WriteShareGroupStateRequest (versions 0-0, flexible from 0)."""
+    """WriteShareGroupStateRequest (versions 0-1, flexible from 0)."""
 
     __slots__ = ('group_id', 'topics', 'unknown_tagged_fields',)
     API_KEY = 85
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
-    LATEST_UNSTABLE = True
+    LATEST_UNSTABLE = False
 
     group_id: str
     topics: list[WriteShareGroupStateRequest.WriteStateData]
     unknown_tagged_fields: TaggedFields
 
     class WriteStateData(Struct):
-        """WriteStateData in WriteShareGroupStateRequest (versions 0-0, flexible from 0)."""
+        """WriteStateData in WriteShareGroupStateRequest (versions 0-1, flexible from 0)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -82,27 +83,29 @@ class WriteShareGroupStateRequest(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionData(Struct):
-        """PartitionData in WriteShareGroupStateRequest (versions 0-0, flexible from 0)."""
+        """PartitionData in WriteShareGroupStateRequest (versions 0-1, flexible from 0)."""
 
-        __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields',)
+        __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'state_batches', 'unknown_tagged_fields',)
 
         partition: int
         state_epoch: int
         leader_epoch: int
         start_offset: int
+        delivery_complete_count: int
         state_batches: list[WriteShareGroupStateRequest.StateBatch]
         unknown_tagged_fields: TaggedFields
 
-        def __init__(self, *, partition: int = 0, state_epoch: int = 0, leader_epoch: int = 0, start_offset: int = 0, state_batches: list[WriteShareGroupStateRequest.StateBatch] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
+        def __init__(self, *, partition: int = 0, state_epoch: int = 0, leader_epoch: int = 0, start_offset: int = 0, delivery_complete_count: int = -1, state_batches: list[WriteShareGroupStateRequest.StateBatch] = ..., unknown_tagged_fields: TaggedFields = NO_TAGS) -> None:
             self.partition = partition
             self.state_epoch = state_epoch
             self.leader_epoch = leader_epoch
             self.start_offset = start_offset
+            self.delivery_complete_count = delivery_complete_count
             self.state_batches = [] if state_batches is ... else state_batches
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class StateBatch(Struct):
-        """StateBatch in WriteShareGroupStateRequest (versions 0-0, flexible from 0)."""
+        """StateBatch in WriteShareGroupStateRequest (versions 0-1, flexible from 0)."""
 
         __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields',)
 
@@ -126,12 +129,12 @@ class WriteShareGroupStateRequest(Struct):
 
 
 class WriteShareGroupStateResponse(Struct):
-    """WriteShareGroupStateResponse (versions 0-0, flexible from 0)."""
+    """WriteShareGroupStateResponse (versions 0-1, flexible from 0)."""
 
     __slots__ = ('results', 'unknown_tagged_fields',)
     API_KEY = 85
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_UNSTABLE = False
 
@@ -139,7 +142,7 @@ class WriteShareGroupStateResponse(Struct):
     unknown_tagged_fields: TaggedFields
 
     class WriteStateResult(Struct):
-        """WriteStateResult in WriteShareGroupStateResponse (versions 0-0, flexible from 0)."""
+        """WriteStateResult in WriteShareGroupStateResponse (versions 0-1, flexible from 0)."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
 
@@ -153,7 +156,7 @@ class WriteShareGroupStateResponse(Struct):
             self.unknown_tagged_fields = unknown_tagged_fields
 
     class PartitionResult(Struct):
-        """PartitionResult in WriteShareGroupStateResponse (versions 0-0, flexible from 0)."""
+        """PartitionResult in WriteShareGroupStateResponse (versions 0-1, flexible from 0)."""
 
         __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tagged_fields',)
 
@@ -216,6 +219,7 @@ def _d_WriteShareGroupStateRequest_PartitionData_v0(b, p):
             e, p = _d_WriteShareGroupStateRequest_StateBatch_v0(b, p)
             ap(e)
     o.state_batches = x
+    o.delivery_complete_count = -1
     if p < len(b) and not b[p]:
         p += 1
         o.unknown_tagged_fields = NO_TAGS
@@ -326,6 +330,139 @@ def _e_WriteShareGroupStateRequest_v0(o, out):
         w_uvarint(out, len(a) + 1)
         for e in a:
             _e_WriteShareGroupStateRequest_WriteStateData_v0(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_WriteShareGroupStateRequest_PartitionData_v1(b, p):
+    o = _new(WriteShareGroupStateRequest.PartitionData)
+    if p + 24 > len(b):
+        truncated('WriteShareGroupStateRequest.PartitionData.partition', p)
+    o.partition, o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count = _F_iiiqi.unpack_from(b, p)
+    p += 24
+    c, p = r_calen(b, p, 20, 'WriteShareGroupStateRequest.PartitionData.state_batches')
+    if c < 0:
+        null_error('WriteShareGroupStateRequest.PartitionData.state_batches', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_WriteShareGroupStateRequest_StateBatch_v0(b, p)
+            ap(e)
+    o.state_batches = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'WriteShareGroupStateRequest.PartitionData._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_WriteShareGroupStateRequest_PartitionData_v1(o, out):
+    out += _F_iiiqi.pack(o.partition, o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count)
+    a = o.state_batches
+    if a is None:
+        raise EncodeError('WriteShareGroupStateRequest.PartitionData.state_batches' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_WriteShareGroupStateRequest_StateBatch_v0(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_WriteShareGroupStateRequest_WriteStateData_v1(b, p):
+    o = _new(WriteShareGroupStateRequest.WriteStateData)
+    if p + 16 > len(b):
+        truncated('WriteShareGroupStateRequest.WriteStateData.topic_id', p)
+    o.topic_id, = _F_U.unpack_from(b, p)
+    p += 16
+    o.topic_id = UUID(bytes=o.topic_id)
+    c, p = r_calen(b, p, 26, 'WriteShareGroupStateRequest.WriteStateData.partitions')
+    if c < 0:
+        null_error('WriteShareGroupStateRequest.WriteStateData.partitions', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_WriteShareGroupStateRequest_PartitionData_v1(b, p)
+            ap(e)
+    o.partitions = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'WriteShareGroupStateRequest.WriteStateData._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_WriteShareGroupStateRequest_WriteStateData_v1(o, out):
+    out += _F_U.pack(o.topic_id.bytes)
+    a = o.partitions
+    if a is None:
+        raise EncodeError('WriteShareGroupStateRequest.WriteStateData.partitions' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_WriteShareGroupStateRequest_PartitionData_v1(e, out)
+    u = o.unknown_tagged_fields
+    if u:
+        w_tags(out, list(u))
+    else:
+        out.append(0)
+
+
+def _d_WriteShareGroupStateRequest_v1(b, p):
+    o = _new(WriteShareGroupStateRequest)
+    x, p = r_cstr(b, p, 'WriteShareGroupStateRequest.group_id')
+    if x is None:
+        null_error('WriteShareGroupStateRequest.group_id', p)
+    o.group_id = x
+    c, p = r_calen(b, p, 18, 'WriteShareGroupStateRequest.topics')
+    if c < 0:
+        null_error('WriteShareGroupStateRequest.topics', p)
+    else:
+        x = []
+        ap = x.append
+        for _ in range(c):
+            e, p = _d_WriteShareGroupStateRequest_WriteStateData_v1(b, p)
+            ap(e)
+    o.topics = x
+    if p < len(b) and not b[p]:
+        p += 1
+        o.unknown_tagged_fields = NO_TAGS
+    else:
+        tags, p = r_tags(b, p, 'WriteShareGroupStateRequest._tagged_fields')
+        u = []
+        for t, d in tags:
+            u.append((t, bytes(d)))
+        o.unknown_tagged_fields = tuple(u) if u else NO_TAGS
+    return o, p
+
+
+def _e_WriteShareGroupStateRequest_v1(o, out):
+    w_cstr(out, o.group_id, 'WriteShareGroupStateRequest.group_id')
+    a = o.topics
+    if a is None:
+        raise EncodeError('WriteShareGroupStateRequest.topics' + ': null is not allowed in this version')
+    else:
+        w_uvarint(out, len(a) + 1)
+        for e in a:
+            _e_WriteShareGroupStateRequest_WriteStateData_v1(e, out)
     u = o.unknown_tagged_fields
     if u:
         w_tags(out, list(u))
@@ -447,50 +584,51 @@ def _e_WriteShareGroupStateResponse_v0(o, out):
         out.append(0)
 
 
-WriteShareGroupStateRequest._DEC = {0: _d_WriteShareGroupStateRequest_v0}
-WriteShareGroupStateRequest._ENC = {0: _e_WriteShareGroupStateRequest_v0}
+WriteShareGroupStateRequest._DEC = {0: _d_WriteShareGroupStateRequest_v0, 1: _d_WriteShareGroupStateRequest_v1}
+WriteShareGroupStateRequest._ENC = {0: _e_WriteShareGroupStateRequest_v0, 1: _e_WriteShareGroupStateRequest_v1}
 WriteShareGroupStateRequest._FIELDS = (
-    FieldInfo('group_id', 'string', (0, 0), None, None, False, None),
-    FieldInfo('topics', '[]WriteStateData', (0, 0), None, None, False, WriteShareGroupStateRequest.WriteStateData),
+    FieldInfo('group_id', 'string', (0, 1), None, None, False, None),
+    FieldInfo('topics', '[]WriteStateData', (0, 1), None, None, False, WriteShareGroupStateRequest.WriteStateData),
 )
-WriteShareGroupStateRequest.WriteStateData._DEC = {0: _d_WriteShareGroupStateRequest_WriteStateData_v0}
-WriteShareGroupStateRequest.WriteStateData._ENC = {0: _e_WriteShareGroupStateRequest_WriteStateData_v0}
+WriteShareGroupStateRequest.WriteStateData._DEC = {0: _d_WriteShareGroupStateRequest_WriteStateData_v0, 1: _d_WriteShareGroupStateRequest_WriteStateData_v1}
+WriteShareGroupStateRequest.WriteStateData._ENC = {0: _e_WriteShareGroupStateRequest_WriteStateData_v0, 1: _e_WriteShareGroupStateRequest_WriteStateData_v1}
 WriteShareGroupStateRequest.WriteStateData._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]PartitionData', (0, 0), None, None, False, WriteShareGroupStateRequest.PartitionData),
+    FieldInfo('topic_id', 'uuid', (0, 1), None, None, False, None),
+    FieldInfo('partitions', '[]PartitionData', (0, 1), None, None, False, WriteShareGroupStateRequest.PartitionData),
 )
-WriteShareGroupStateRequest.PartitionData._DEC = {0: _d_WriteShareGroupStateRequest_PartitionData_v0}
-WriteShareGroupStateRequest.PartitionData._ENC = {0: _e_WriteShareGroupStateRequest_PartitionData_v0}
+WriteShareGroupStateRequest.PartitionData._DEC = {0: _d_WriteShareGroupStateRequest_PartitionData_v0, 1: _d_WriteShareGroupStateRequest_PartitionData_v1}
+WriteShareGroupStateRequest.PartitionData._ENC = {0: _e_WriteShareGroupStateRequest_PartitionData_v0, 1: _e_WriteShareGroupStateRequest_PartitionData_v1}
 WriteShareGroupStateRequest.PartitionData._FIELDS = (
-    FieldInfo('partition', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('state_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('leader_epoch', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('start_offset', 'int64', (0, 0), None, None, False, None),
-    FieldInfo('state_batches', '[]StateBatch', (0, 0), None, None, False, WriteShareGroupStateRequest.StateBatch),
+    FieldInfo('partition', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('state_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('leader_epoch', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('start_offset', 'int64', (0, 1), None, None, False, None),
+    FieldInfo('delivery_complete_count', 'int32', (1, 1), None, None, True, None),
+    FieldInfo('state_batches', '[]StateBatch', (0, 1), None, None, False, WriteShareGroupStateRequest.StateBatch),
 )
-WriteShareGroupStateRequest.StateBatch._DEC = {0: _d_WriteShareGroupStateRequest_StateBatch_v0}
-WriteShareGroupStateRequest.StateBatch._ENC = {0: _e_WriteShareGroupStateRequest_StateBatch_v0}
+WriteShareGroupStateRequest.StateBatch._DEC = {0: _d_WriteShareGroupStateRequest_StateBatch_v0, 1: _d_WriteShareGroupStateRequest_StateBatch_v0}
+WriteShareGroupStateRequest.StateBatch._ENC = {0: _e_WriteShareGroupStateRequest_StateBatch_v0, 1: _e_WriteShareGroupStateRequest_StateBatch_v0}
 WriteShareGroupStateRequest.StateBatch._FIELDS = (
-    FieldInfo('first_offset', 'int64', (0, 0), None, None, False, None),
-    FieldInfo('last_offset', 'int64', (0, 0), None, None, False, None),
-    FieldInfo('delivery_state', 'int8', (0, 0), None, None, False, None),
-    FieldInfo('delivery_count', 'int16', (0, 0), None, None, False, None),
+    FieldInfo('first_offset', 'int64', (0, 1), None, None, False, None),
+    FieldInfo('last_offset', 'int64', (0, 1), None, None, False, None),
+    FieldInfo('delivery_state', 'int8', (0, 1), None, None, False, None),
+    FieldInfo('delivery_count', 'int16', (0, 1), None, None, False, None),
 )
-WriteShareGroupStateResponse._DEC = {0: _d_WriteShareGroupStateResponse_v0}
-WriteShareGroupStateResponse._ENC = {0: _e_WriteShareGroupStateResponse_v0}
+WriteShareGroupStateResponse._DEC = {0: _d_WriteShareGroupStateResponse_v0, 1: _d_WriteShareGroupStateResponse_v0}
+WriteShareGroupStateResponse._ENC = {0: _e_WriteShareGroupStateResponse_v0, 1: _e_WriteShareGroupStateResponse_v0}
 WriteShareGroupStateResponse._FIELDS = (
-    FieldInfo('results', '[]WriteStateResult', (0, 0), None, None, False, WriteShareGroupStateResponse.WriteStateResult),
+    FieldInfo('results', '[]WriteStateResult', (0, 1), None, None, False, WriteShareGroupStateResponse.WriteStateResult),
 )
-WriteShareGroupStateResponse.WriteStateResult._DEC = {0: _d_WriteShareGroupStateResponse_WriteStateResult_v0}
-WriteShareGroupStateResponse.WriteStateResult._ENC = {0: _e_WriteShareGroupStateResponse_WriteStateResult_v0}
+WriteShareGroupStateResponse.WriteStateResult._DEC = {0: _d_WriteShareGroupStateResponse_WriteStateResult_v0, 1: _d_WriteShareGroupStateResponse_WriteStateResult_v0}
+WriteShareGroupStateResponse.WriteStateResult._ENC = {0: _e_WriteShareGroupStateResponse_WriteStateResult_v0, 1: _e_WriteShareGroupStateResponse_WriteStateResult_v0}
 WriteShareGroupStateResponse.WriteStateResult._FIELDS = (
-    FieldInfo('topic_id', 'uuid', (0, 0), None, None, False, None),
-    FieldInfo('partitions', '[]PartitionResult', (0, 0), None, None, False, WriteShareGroupStateResponse.PartitionResult),
+    FieldInfo('topic_id', 'uuid', (0, 1), None, None, False, None),
+    FieldInfo('partitions', '[]PartitionResult', (0, 1), None, None, False, WriteShareGroupStateResponse.PartitionResult),
 )
-WriteShareGroupStateResponse.PartitionResult._DEC = {0: _d_WriteShareGroupStateResponse_PartitionResult_v0}
-WriteShareGroupStateResponse.PartitionResult._ENC = {0: _e_WriteShareGroupStateResponse_PartitionResult_v0}
+WriteShareGroupStateResponse.PartitionResult._DEC = {0: _d_WriteShareGroupStateResponse_PartitionResult_v0, 1: _d_WriteShareGroupStateResponse_PartitionResult_v0}
+WriteShareGroupStateResponse.PartitionResult._ENC = {0: _e_WriteShareGroupStateResponse_PartitionResult_v0, 1: _e_WriteShareGroupStateResponse_PartitionResult_v0}
 WriteShareGroupStateResponse.PartitionResult._FIELDS = (
-    FieldInfo('partition', 'int32', (0, 0), None, None, False, None),
-    FieldInfo('error_code', 'int16', (0, 0), None, None, False, None),
-    FieldInfo('error_message', 'string', (0, 0), (0, 0), None, False, None),
+    FieldInfo('partition', 'int32', (0, 1), None, None, False, None),
+    FieldInfo('error_code', 'int16', (0, 1), None, None, False, None),
+    FieldInfo('error_message', 'string', (0, 1), (0, 1), None, False, None),
 )

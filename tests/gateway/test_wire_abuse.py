@@ -44,7 +44,7 @@ SERVED = {
     33: (0, 2),  # AlterConfigs
     35: (1, 5),  # DescribeLogDirs
     37: (0, 3),  # CreatePartitions
-    42: (0, 2),  # DeleteGroups
+    42: (0, 3),  # DeleteGroups (v3, Kafka 4.4: a per-group error message)
     44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
     60: (0, 2),  # DescribeCluster
@@ -130,6 +130,17 @@ def test_too_new_api_versions_gets_v0_unsupported(module_standalone: StandaloneG
         # The connection stays usable for a supported version.
         ok = c.request(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
         assert isinstance(ok, ApiVersionsResponse) and ok.error_code == 0
+
+
+def test_api_versions_v5_is_not_served(module_standalone: StandaloneGateway) -> None:
+    # Kafka 4.4's v5 (KIP-1242 cluster/node id checks) is capped: the client is told to use v4.
+    with RawKafka(module_standalone.bootstrap) as c:
+        c.send_raw(_framed(_header(18, 5, corr=7) + b"\x00" + ApiVersionsRequest(
+            client_software_name="t", client_software_version="1", cluster_id="other", node_id=3).encode(5)))
+        corr, resp = decode_response(18, 0, c.recv_frame())
+    assert corr == 7 and isinstance(resp, ApiVersionsResponse)
+    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
 
 
 def test_api_versions_advertises_exactly_the_served_apis(module_standalone: StandaloneGateway) -> None:

@@ -86,7 +86,8 @@ def only_decode_errors(decode: Callable[[bytes], object], inputs: list[bytes]) -
 def _framed_decoder(cls: type[Struct], v: int) -> tuple[bytes, Callable[[bytes], object]]:
     obj = rich(cls, v, is_flexible(cls, v))
     key = cls.API_KEY  # type: ignore[attr-defined]
-    if key is None:
+    if key is None or cls.__name__ not in (API_KEYS[key].request_name, API_KEYS[key].response_name):
+        # Headers and data schemas (record schemas carry their record type as API_KEY): no frame.
         return obj.encode(v), lambda b: cls.decode(b, v)
     if cls is request_class(key):
         client_id = "fuzz" if request_header_version(key, v) > 0 else ""  # header v0 has no client id

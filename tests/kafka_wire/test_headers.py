@@ -47,7 +47,7 @@ def test_response_header_versions_round_trip() -> None:
     (1, 11, 1, 0), (1, 12, 2, 1),                     # Fetch: flexible from 12
     (18, 2, 1, 0), (18, 3, 2, 0), (18, 4, 2, 0),      # ApiVersions: response header always v0
     (18, 9, 2, 0),                                    # ...even for a version newer than we know
-    (7, 0, 0, 0), (7, 1, 1, 0), (7, 3, 2, 1),          # ControlledShutdown v0: request header v0
+    (7, 0, 0, 0), (7, 1, 1, 0),                       # ControlledShutdown v0 (removed in 4.0): header v0
     (17, 1, 1, 0),                                    # SaslHandshake: never flexible
     (68, 0, 2, 1),                                    # ConsumerGroupHeartbeat: always flexible
 ])

@@ -9,13 +9,14 @@ set -euo pipefail
 
 VERSION="${QUIRE_KAFKA_VERSION:-4.4.0}"
 # kafka-tools 4.4.0 (and kafka-streams 4.4.0, which the harness does not use) are not on Maven
-# Central here: 4.3.1 is the newest present. Every other Kafka module, including those
-# kafka-tools pulls in, is held at $VERSION by the dependencyManagement below, so the tools run
-# on the 4.4.0 client and server code.
+# Central here: 4.3.1 is the newest present. Its classes do not link against the 4.4.0 client
+# (org.apache.kafka.common.utils.Exit moved), so the tools get their own classpath, kafka-tools
+# with its own 4.3.1 dependencies (tools-libs/), and talk to the brokers over the wire.
 TOOLS_VERSION="${QUIRE_KAFKA_TOOLS_VERSION:-4.3.1}"
 LOG4J_VERSION="2.25.3"
 CACHE="${QUIRE_KAFKA_CACHE:-$HOME/.cache/quire/kafka-$VERSION}"
 LIBS="$CACHE/libs"
+TOOLS_LIBS="$CACHE/tools-libs"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 need() { command -v "$1" >/dev/null 2>&1 || { echo "install.sh: '$1' not found (apt-get install -y $2)" >&2; exit 1; }; }
@@ -23,60 +24,55 @@ need java openjdk-17-jre-headless
 need javac openjdk-17-jdk-headless
 need mvn maven
 
-if [[ ! -f "$LIBS/.complete" ]]; then
-    mkdir -p "$CACHE/build"
-    # connect-runtime (a kafka-tools dependency) is excluded: no tool the harness runs uses it,
-    # and it doubles the download.
-    cat > "$CACHE/build/pom.xml" <<POM
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>quire.compat</groupId>
-  <artifactId>kafka-libs</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencyManagement><dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-server</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-server-common</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-storage</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-storage-api</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-metadata</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-raft</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools-api</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-coordinator-common</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-group-coordinator</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-group-coordinator-api</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-share-coordinator</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-transaction-coordinator</artifactId><version>$VERSION</version></dependency>
-  </dependencies></dependencyManagement>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$TOOLS_VERSION</version>
-      <exclusions><exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId></exclusion></exclusions>
-    </dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-server</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-storage</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-metadata</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-raft</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>$LOG4J_VERSION</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-api</artifactId><version>$LOG4J_VERSION</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>$LOG4J_VERSION</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-1.2-api</artifactId><version>$LOG4J_VERSION</version></dependency>
-  </dependencies>
-</project>
-POM
-    rm -rf "$LIBS.tmp"
-    echo "resolving Apache Kafka $VERSION jars from Maven Central into $LIBS" >&2
-    if ! mvn -B -Dstyle.color=never -f "$CACHE/build/pom.xml" -Dmaven.repo.local="$CACHE/../m2" \
+kafka_dep() { echo "    <dependency><groupId>org.apache.kafka</groupId><artifactId>$1</artifactId><version>$2</version>${3:-}</dependency>"; }
+log4j_deps() {
+    for a in log4j-slf4j-impl log4j-api log4j-core log4j-1.2-api; do
+        echo "    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>$a</artifactId><version>$LOG4J_VERSION</version></dependency>"
+    done
+}
+
+# resolve NAME OUT_DIR VERSION DEPENDENCIES...: copy the runtime closure of DEPENDENCIES into
+# OUT_DIR, once (OUT_DIR/.complete names the version and a digest of the dependency list).
+resolve() {
+    local name="$1" out="$2" stamp
+    stamp="$3 $(printf '%s\n' "${@:4}" | sha256sum | cut -c1-16)"
+    shift 3
+    if [[ -f "$out/.complete" ]] && [[ "$(cat "$out/.complete")" = "$stamp" ]]; then
+        return
+    fi
+    mkdir -p "$CACHE/build/$name"
+    { echo '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+      echo "  <groupId>quire.compat</groupId><artifactId>$name</artifactId><version>1</version><packaging>pom</packaging>"
+      echo "  <dependencies>"
+      printf '%s\n' "$@"
+      echo "  </dependencies>"
+      echo "</project>"; } > "$CACHE/build/$name/pom.xml"
+    rm -rf "$out.tmp"
+    echo "resolving $name ($stamp) from Maven Central into $out" >&2
+    if ! mvn -B -Dstyle.color=never -f "$CACHE/build/$name/pom.xml" -Dmaven.repo.local="$CACHE/../m2" \
         org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-        -DoutputDirectory="$LIBS.tmp" -DincludeScope=runtime > "$CACHE/build/mvn.log" 2>&1; then
-        tail -50 "$CACHE/build/mvn.log" >&2
+        -DoutputDirectory="$out.tmp" -DincludeScope=runtime > "$CACHE/build/$name/mvn.log" 2>&1; then
+        tail -50 "$CACHE/build/$name/mvn.log" >&2
         exit 1
     fi
-    rm -rf "$LIBS"
-    mv "$LIBS.tmp" "$LIBS"
-    # Warnings to stderr only: tool output on stdout stays machine-readable.
+    echo "$stamp" > "$out.tmp/.complete"
+    rm -rf "$out"
+    mv "$out.tmp" "$out"
+}
+
+resolve kafka-libs "$LIBS" "$VERSION" \
+    "$(kafka_dep kafka_2.13 "$VERSION")" "$(kafka_dep kafka-clients "$VERSION")" \
+    "$(kafka_dep kafka-server "$VERSION")" "$(kafka_dep kafka-storage "$VERSION")" \
+    "$(kafka_dep kafka-metadata "$VERSION")" "$(kafka_dep kafka-raft "$VERSION")" "$(log4j_deps)"
+# connect-runtime (a kafka-tools dependency) is excluded: no tool the harness runs uses it, and it
+# doubles the download. kafka_2.13 of the same version carries kafka-configs (kafka.admin.ConfigCommand),
+# which 4.4.0's kafka_2.13 no longer has (it moved to kafka-tools 4.4.0).
+resolve kafka-tools "$TOOLS_LIBS" "$TOOLS_VERSION" \
+    "$(kafka_dep kafka-tools "$TOOLS_VERSION" '<exclusions><exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId></exclusion></exclusions>')" \
+    "$(kafka_dep kafka_2.13 "$TOOLS_VERSION")" "$(log4j_deps)"
+
+# Warnings to stderr only: tool output on stdout stays machine-readable.
+if [[ ! -f "$CACHE/log4j2.properties" ]]; then
     cat > "$CACHE/log4j2.properties" <<'L4J'
 status = error
 appender.err.type = Console
@@ -87,7 +83,6 @@ appender.err.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = warn
 rootLogger.appenderRef.err.ref = STDERR
 L4J
-    echo "$VERSION tools $TOOLS_VERSION" > "$LIBS/.complete"
 fi
 
 # The harness program: rebuilt whenever its sources change.

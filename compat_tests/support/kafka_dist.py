@@ -60,6 +60,20 @@ def libs_dir() -> Path:
     return cache_dir() / "libs"
 
 
+def tools_libs_dir() -> Path:
+    """kafka-tools 4.3.1 with its own dependencies (4.4.0 is not on Maven Central; see install.sh)."""
+    return cache_dir() / "tools-libs"
+
+
+# Main classes run on the broker's 4.4.0 classpath; every other TOOLS entry runs on tools-libs.
+BROKER_CLASSES = frozenset({"kafka.Kafka", "kafka.tools.StorageTool"})
+
+
+def uses_tools_libs(main_class: str) -> bool:
+    """Kafka's command-line tools run on kafka-tools' own classpath (see tools_libs_dir)."""
+    return main_class in TOOLS.values() and main_class not in BROKER_CLASSES
+
+
 def harness_dir() -> Path:
     """Compiled classes of the harness's own Java program (compat_tests/java/src)."""
     return cache_dir() / "harness"
@@ -70,7 +84,7 @@ def log4j_config() -> Path:
 
 
 def is_installed() -> bool:
-    return (libs_dir() / ".complete").is_file()
+    return (libs_dir() / ".complete").is_file() and (tools_libs_dir() / ".complete").is_file()
 
 
 def ensure_installed() -> None:
@@ -85,9 +99,10 @@ def ensure_installed() -> None:
         )
 
 
-def kafka_classpath(*, harness: bool = False) -> str:
-    """Classpath of every cached Kafka jar (plus the harness classes when asked)."""
-    libs = libs_dir()
+def kafka_classpath(*, harness: bool = False, tools: bool = False) -> str:
+    """Classpath of every cached Kafka jar, or of kafka-tools' jars (plus the harness classes when
+    asked)."""
+    libs = tools_libs_dir() if tools else libs_dir()
     if not is_installed():
         raise FileNotFoundError(f"Kafka jars not cached in {libs}: run {INSTALL_SCRIPT}")
     entries = [str(p) for p in sorted(libs.glob("*.jar"))]
@@ -110,7 +125,7 @@ def java_command(
         *jvm_opts,
         f"-Dlog4j2.configurationFile={log4j_config()}",
         "-cp",
-        kafka_classpath(harness=harness),
+        kafka_classpath(harness=harness, tools=uses_tools_libs(cls)),
         cls,
         *args,
     ]

@@ -8,7 +8,7 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
-from coordinator.group.records import OffsetValue
+from coordinator.group.records import OffsetCommitValue
 from kafka_wire.errors import ErrorCode
 
 
@@ -51,7 +51,7 @@ class SyncResult:
 
 
 # A committed offset is held in memory exactly as its __consumer_offsets record stores it.
-OffsetAndMetadata = OffsetValue
+OffsetAndMetadata = OffsetCommitValue
 
 
 @dataclass

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from coordinator.group.group import Group, GroupState, OffsetAndMetadata
-from coordinator.group.records import GroupKey, Record, encode_group_key
+from coordinator.group.records import GroupMetadataKey, Record, encode_group_key
 from coordinator.group.shard import ShardState
 from kafka_wire.api import decode_versioned, schema_class
 from kafka_wire.errors import ErrorCode
@@ -182,7 +182,7 @@ class OffsetOps(ShardState):
             records = [self.offset_record(gid, tp, None) for tp in expired]
             drop_group = len(expired) == len(group.offsets) and group.is_(GroupState.EMPTY) and not group.members
             if drop_group:
-                records.append((encode_group_key(GroupKey(gid)), None))
+                records.append((encode_group_key(GroupMetadataKey(group=gid)), None))
             if await self._append(records):
                 continue
             for tp in expired:
@@ -259,7 +259,7 @@ class OffsetOps(ShardState):
                 out[gid] = ErrorCode.NON_EMPTY_GROUP
             else:
                 records: list[Record] = [self.offset_record(gid, tp, None) for tp in group.offsets]
-                records.append((encode_group_key(GroupKey(gid)), None))
+                records.append((encode_group_key(GroupMetadataKey(group=gid)), None))
                 err = await self._append(records)
                 if not err and self.groups.get(gid) is group:
                     group.transition(GroupState.DEAD)

@@ -1,215 +1,87 @@
-"""Kafka's `__consumer_offsets` record formats (keys and values of OffsetCommit and
-GroupMetadata records), so a shard's log reads like Kafka's own offsets topic.
+"""Kafka's `__consumer_offsets` records, so a shard's log reads like Kafka's own offsets topic.
 
-Keys: int16 version then fields; versions 0-1 are offset commits, 2 is group metadata (newer
-versions belong to Kafka's consumer-protocol coordinator and are skipped on replay). A null
-value is a tombstone. We write OffsetCommitValue v3 and GroupMetadataValue v3, as Kafka 3.x
-does, and read every older version.
+The codecs are generated from Kafka's schemas (kafka-group-coordinator's OffsetCommitKey/Value and
+GroupMetadataKey/Value, see kafka_wire/codegen/jars.py); this module adds what the schemas leave
+to the coordinator: a key starts with an int16 that is the record type (0-1 offset commits, 2
+group metadata; 3+ belong to the consumer/share/streams group protocols and are skipped on
+replay), a value starts with its own int16 version, a null value is a tombstone, and which value
+versions are written: OffsetCommitValue v1 when the commit carries an explicit expiry, else v3,
+and GroupMetadataValue v3, as Kafka 4.4 writes them. Every older value version is read.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 
+from kafka_wire.api import decode_versioned, encode_versioned
+from kafka_wire.exceptions import DecodeError
+from kafka_wire.messages.group_metadata_key import GroupMetadataKey
+from kafka_wire.messages.group_metadata_value import GroupMetadataValue
+from kafka_wire.messages.offset_commit_key import OffsetCommitKey
+from kafka_wire.messages.offset_commit_value import OffsetCommitValue
 from kafka_wire.records import NewRecord, build_batch, iter_batches
 
-_H = struct.Struct(">h")
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
+__all__ = [
+    "GroupMetadataKey", "GroupMetadataValue", "MemberMetadata", "OffsetCommitKey", "OffsetCommitValue",
+    "Record", "build_records_batch", "decode_group_value", "decode_key", "decode_offset_value",
+    "encode_group_key", "encode_group_value", "encode_offset_key", "encode_offset_value", "iter_log_records",
+]
+
+MemberMetadata = GroupMetadataValue.MemberMetadata
+
+# Record types (the key's leading int16). Type 0 is the offset-commit key of Kafka 0.8.2
+# (LegacyOffsetCommitKey), field for field the same as type 1's.
+LEGACY_OFFSET_COMMIT = 0
+OFFSET_COMMIT = OffsetCommitKey.API_KEY  # 1
+GROUP_METADATA = GroupMetadataKey.API_KEY  # 2
+_KEY_SCHEMA_VERSION = 0  # both key schemas have the one version 0
+_GROUP_VALUE_VERSION = 3
+_TYPE = struct.Struct(">h")
 
 
-class _W:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def i16(self, v: int) -> _W:
-        self.out += _H.pack(v)
-        return self
-
-    def i32(self, v: int) -> _W:
-        self.out += _I.pack(v)
-        return self
-
-    def i64(self, v: int) -> _W:
-        self.out += _Q.pack(v)
-        return self
-
-    def str(self, v: str | None) -> _W:
-        if v is None:
-            self.out += _H.pack(-1)
-        else:
-            data = v.encode()
-            self.out += _H.pack(len(data)) + data
-        return self
-
-    def bytes(self, v: bytes) -> _W:
-        self.out += _I.pack(len(v)) + v
-        return self
+def encode_offset_key(k: OffsetCommitKey) -> bytes:
+    return _TYPE.pack(OFFSET_COMMIT) + k.encode(_KEY_SCHEMA_VERSION)
 
 
-class _R:
-    def __init__(self, data: bytes | memoryview) -> None:
-        self.b = memoryview(data)
-        self.p = 0
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.p + n > len(self.b):
-            raise ValueError("truncated offsets-topic record")
-        v = self.b[self.p : self.p + n]
-        self.p += n
-        return v
-
-    def i16(self) -> int:
-        return int(_H.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I.unpack(self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(_Q.unpack(self._take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            x = self._take(1)[0]
-            result |= (x & 0x7F) << shift
-            if x < 0x80:
-                return result
-            shift += 7
-
-    def str(self, compact: bool = False) -> str | None:
-        n = self.uvarint() - 1 if compact else self.i16()
-        return None if n < 0 else str(self._take(n), "utf-8")
-
-    def bytes(self, compact: bool = False) -> bytes:
-        n = self.uvarint() - 1 if compact else self.i32()
-        return b"" if n < 0 else bytes(self._take(n))
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+def encode_group_key(k: GroupMetadataKey) -> bytes:
+    return _TYPE.pack(GROUP_METADATA) + k.encode(_KEY_SCHEMA_VERSION)
 
 
-@dataclass(frozen=True)
-class OffsetKey:
-    group: str
-    topic: str
-    partition: int
+def encode_offset_value(v: OffsetCommitValue) -> bytes:
+    # Only v1 carries an explicit expiry (OffsetCommit v2-v4's retention time).
+    return encode_versioned(v, 1 if v.expire_timestamp >= 0 else 3)
 
 
-@dataclass(frozen=True)
-class GroupKey:
-    group: str
+def encode_group_value(v: GroupMetadataValue) -> bytes:
+    return encode_versioned(v, _GROUP_VALUE_VERSION)
 
 
-@dataclass
-class OffsetValue:
-    offset: int
-    leader_epoch: int = -1
-    metadata: str = ""
-    commit_timestamp: int = -1
-    expire_timestamp: int = -1
-
-
-@dataclass
-class MemberValue:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    subscription: bytes
-    assignment: bytes
-
-
-@dataclass
-class GroupValue:
-    protocol_type: str
-    generation: int
-    protocol: str | None
-    leader: str | None
-    current_state_timestamp: int = -1
-    members: list[MemberValue] = field(default_factory=list)
-
-
-def encode_offset_key(k: OffsetKey) -> bytes:
-    return bytes(_W().i16(1).str(k.group).str(k.topic).i32(k.partition).out)
-
-
-def encode_group_key(k: GroupKey) -> bytes:
-    return bytes(_W().i16(2).str(k.group).out)
-
-
-def encode_offset_value(v: OffsetValue) -> bytes:
-    if v.expire_timestamp >= 0:  # only v1 carries an explicit expiry
-        w = _W().i16(1).i64(v.offset).str(v.metadata).i64(v.commit_timestamp).i64(v.expire_timestamp)
-    else:
-        w = _W().i16(3).i64(v.offset).i32(v.leader_epoch).str(v.metadata).i64(v.commit_timestamp)
-    return bytes(w.out)
-
-
-def encode_group_value(v: GroupValue) -> bytes:
-    w = _W().i16(3).str(v.protocol_type).i32(v.generation).str(v.protocol).str(v.leader)
-    w.i64(v.current_state_timestamp).i32(len(v.members))
-    for m in v.members:
-        w.str(m.member_id).str(m.group_instance_id).str(m.client_id).str(m.client_host)
-        w.i32(m.rebalance_timeout_ms).i32(m.session_timeout_ms).bytes(m.subscription).bytes(m.assignment)
-    return bytes(w.out)
-
-
-def decode_key(data: bytes | memoryview) -> OffsetKey | GroupKey | None:
-    """None for key versions this coordinator does not own (consumer-protocol records)."""
-    r = _R(data)
-    version = r.i16()
-    if version in (0, 1):
-        return OffsetKey(r.str() or "", r.str() or "", r.i32())
-    if version == 2:
-        return GroupKey(r.str() or "")
+def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | None:
+    """None for record types this coordinator does not own (consumer-protocol records)."""
+    b = memoryview(data)
+    if len(b) < 2:
+        raise DecodeError("truncated record type", "__consumer_offsets key", 0)
+    (kind,) = _TYPE.unpack_from(b)
+    if kind in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):
+        return OffsetCommitKey.decode(b[2:], _KEY_SCHEMA_VERSION)
+    if kind == GROUP_METADATA:
+        return GroupMetadataKey.decode(b[2:], _KEY_SCHEMA_VERSION)
     return None
 
 
-def decode_offset_value(data: bytes | memoryview) -> OffsetValue:
-    r = _R(data)
-    v = r.i16()
-    if v > 4 or v < 0:
-        raise ValueError(f"unknown OffsetCommitValue version {v}")
-    flex = v >= 4
-    offset = r.i64()
-    epoch = r.i32() if v >= 3 else -1
-    metadata = r.str(flex) or ""
-    ts = r.i64()
-    expire = r.i64() if v == 1 else -1
-    return OffsetValue(offset, epoch, metadata, ts, expire)
+def decode_offset_value(data: bytes | memoryview) -> OffsetCommitValue:
+    _, v = decode_versioned(OffsetCommitValue, data)
+    assert isinstance(v, OffsetCommitValue)
+    return v
 
 
-def decode_group_value(data: bytes | memoryview) -> GroupValue:
-    r = _R(data)
-    v = r.i16()
-    if v > 4 or v < 0:
-        raise ValueError(f"unknown GroupMetadataValue version {v}")
-    flex = v >= 4
-    out = GroupValue(r.str(flex) or "", r.i32(), r.str(flex), r.str(flex))
-    if v >= 2:
-        out.current_state_timestamp = r.i64()
-    count = r.uvarint() - 1 if flex else r.i32()
-    for _ in range(max(count, 0)):
-        member_id = r.str(flex) or ""
-        instance = r.str(flex) if v >= 3 else None
-        client_id = r.str(flex) or ""
-        client_host = r.str(flex) or ""
-        rebalance = r.i32() if v >= 1 else -1
-        session = r.i32()
-        sub = r.bytes(flex)
-        assignment = r.bytes(flex)
-        if flex:
-            r.skip_tags()
-        out.members.append(MemberValue(member_id, instance, client_id, client_host, rebalance, session, sub, assignment))
-        if rebalance < 0:
-            out.members[-1].rebalance_timeout_ms = session
-    return out
+def decode_group_value(data: bytes | memoryview) -> GroupMetadataValue:
+    version, v = decode_versioned(GroupMetadataValue, data)
+    assert isinstance(v, GroupMetadataValue)
+    if version == 0:  # v0 has no rebalance timeout: Kafka reads it as the session timeout
+        for m in v.members:
+            m.rebalance_timeout = m.session_timeout
+    return v
 
 
 Record = tuple[bytes, bytes | None]

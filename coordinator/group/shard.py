@@ -11,10 +11,10 @@ import time
 from coordinator.group.config import GroupConfig
 from coordinator.group.group import Group, GroupState, JoinResult, Member, OffsetAndMetadata, SyncResult
 from coordinator.group.records import (
-    GroupKey,
-    GroupValue,
-    MemberValue,
-    OffsetKey,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
     Record,
     build_records_batch,
     encode_group_key,
@@ -59,7 +59,7 @@ class ShardState:
         self.active = True
         log.info("group shard %d loaded: %d groups", self.shard, len(self.groups))
 
-    def _restore(self, group: Group, gv: GroupValue) -> None:
+    def _restore(self, group: Group, gv: GroupMetadataValue) -> None:
         group.generation_id = gv.generation
         group.protocol_type = gv.protocol_type or None
         group.protocol_name = gv.protocol
@@ -71,8 +71,8 @@ class ShardState:
                 mv.group_instance_id,
                 mv.client_id,
                 mv.client_host,
-                mv.rebalance_timeout_ms,
-                mv.session_timeout_ms,
+                mv.rebalance_timeout,
+                mv.session_timeout,
                 gv.protocol_type,
                 [(gv.protocol or "", mv.subscription)],
                 assignment=mv.assignment,
@@ -131,34 +131,34 @@ class ShardState:
 
     def group_record(self, group: Group, assignment: dict[str, bytes]) -> Record:
         members = [
-            MemberValue(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.rebalance_timeout_ms,
-                m.session_timeout_ms,
-                m.metadata(group.protocol_name),
-                assignment.get(m.member_id, b""),
+            MemberMetadata(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.metadata(group.protocol_name),
+                assignment=assignment.get(m.member_id, b""),
             )
             for m in group.members.values()
         ]
-        gv = GroupValue(
-            group.protocol_type or "",
-            group.generation_id,
-            group.protocol_name,
-            group.leader_id,
-            now_ms(),
-            members,
+        gv = GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            current_state_timestamp=now_ms(),
+            members=members,
         )
-        return encode_group_key(GroupKey(group.group_id)), encode_group_value(gv)
+        return encode_group_key(GroupMetadataKey(group=group.group_id)), encode_group_value(gv)
 
     async def _store_group(self, group: Group, assignment: dict[str, bytes]) -> int:
         return await self._append([self.group_record(group, assignment)])
 
     @staticmethod
     def offset_record(group_id: str, tp: tuple[str, int], om: OffsetAndMetadata | None) -> Record:
-        key = encode_offset_key(OffsetKey(group_id, tp[0], tp[1]))
+        key = encode_offset_key(OffsetCommitKey(group=group_id, topic=tp[0], partition=tp[1]))
         if om is None:
             return key, None
         return key, encode_offset_value(om)

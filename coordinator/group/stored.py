@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from coordinator.group.records import (
-    GroupKey,
-    GroupValue,
-    OffsetKey,
-    OffsetValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -26,8 +26,8 @@ class StoredGroup:
 
     group: str
     shard: int
-    metadata: GroupValue | None = None  # the latest GroupMetadata record (None: none, or deleted)
-    offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
+    metadata: GroupMetadataValue | None = None  # the latest GroupMetadata record (None: none, or deleted)
+    offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -57,13 +57,13 @@ class GroupLogReplay:
         for key, value in iter_log_records(batches):
             try:
                 k = decode_key(key)
-                if isinstance(k, OffsetKey):
+                if isinstance(k, OffsetCommitKey):
                     g = self._group(k.group)
                     if value is None:
                         g.offsets.pop((k.topic, k.partition), None)
                     else:
                         g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
-                elif isinstance(k, GroupKey):
+                elif isinstance(k, GroupMetadataKey):
                     self._group(k.group).metadata = None if value is None else decode_group_value(value)
             except ValueError:
                 if not self.skip_unreadable:

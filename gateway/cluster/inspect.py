@@ -408,7 +408,7 @@ async def describe_group(meta: MetaStore, peek: LogPeek, group: str) -> Doc | No
             "group_instance_id": m.group_instance_id,
             "client_id": m.client_id,
             "client_host": m.client_host,
-            "session_timeout_ms": m.session_timeout_ms,
+            "session_timeout_ms": m.session_timeout,
             "assignment": assignment,
         }
         members.append(md)

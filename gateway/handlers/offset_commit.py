@@ -28,11 +28,11 @@ async def offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Offset
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             wanted[tp] = OffsetAndMetadata(
-                p.committed_offset,
-                p.committed_leader_epoch if v >= 6 else -1,
-                p.committed_metadata or "",
-                now,
-                now + retention if retention >= 0 else -1,
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+                expire_timestamp=now + retention if retention >= 0 else -1,
             )
     if wanted:
         try:

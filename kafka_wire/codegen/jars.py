@@ -45,11 +45,12 @@ class Jar:
 JARS: tuple[Jar, ...] = (
     Jar("org.apache.kafka", "kafka-clients", KAFKA_VERSION,
         "1ab07317eb6633241392449d329dbdc5d9251e6ffc4926860f42dd966e88bdf9", ("*.json",)),
-    # `__consumer_offsets` records of the classic group protocol (key versions 0-2). The consumer,
-    # share and streams group records (key versions 3+) are not written by this coordinator.
+    # `__consumer_offsets` records of the classic group protocol (record types 1-2; type 0, the
+    # Legacy* schemas, has type 1's layout). The consumer, share and streams group records (types
+    # 3+) are not written by this coordinator.
     Jar("org.apache.kafka", "kafka-group-coordinator", KAFKA_VERSION,
         "3fc830ace54f6a13f9f536bc0564bf39a68797365a4c4b194bd7db4fb893b2bc",
-        ("LegacyOffsetCommit*.json", "OffsetCommitKey.json", "OffsetCommitValue.json", "GroupMetadata*.json")),
+        ("OffsetCommitKey.json", "OffsetCommitValue.json", "GroupMetadataKey.json", "GroupMetadataValue.json")),
     # `__transaction_state` records.
     Jar("org.apache.kafka", "kafka-transaction-coordinator", KAFKA_VERSION,
         "1d5324d59776d6b7f324cfdc87647b1e88f9823332201c0324e7ae9f210d915d", ("TransactionLog*.json",)),

@@ -115,8 +115,6 @@ OTHERS: dict[str, tuple[str, str]] = {
     'GroupMetadataValue': ('group_metadata_value', 'coordinator-value'),
     'KRaftVersionRecord': ('k_raft_version_record', 'data'),
     'LeaderChangeMessage': ('leader_change_message', 'data'),
-    'LegacyOffsetCommitKey': ('legacy_offset_commit_key', 'coordinator-key'),
-    'LegacyOffsetCommitValue': ('legacy_offset_commit_value', 'coordinator-value'),
     'OffsetCommitKey': ('offset_commit_key', 'coordinator-key'),
     'OffsetCommitValue': ('offset_commit_value', 'coordinator-value'),
     'RequestHeader': ('request_header', 'header'),

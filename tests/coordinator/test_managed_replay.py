@@ -55,11 +55,11 @@ async def test_new_owner_replays_groups_and_offsets(
     c = await make(ManagedShardLog(ml))
     a, b = await stable_group(c, 2)
     for i in range(5):  # spread over several ledgers (3 entries each)
-        res = await c.commit_offsets("g", 1, a.member_id, None, {("t", i % 2): OffsetAndMetadata(i * 10)})
+        res = await c.commit_offsets("g", 1, a.member_id, None, {("t", i % 2): OffsetAndMetadata(offset=i * 10)})
         assert set(res.values()) == {0}
-    await c.commit_offsets("s", -1, "", None, {("x", 0): OffsetAndMetadata(99, 2, "meta")})
+    await c.commit_offsets("s", -1, "", None, {("x", 0): OffsetAndMetadata(offset=99, leader_epoch=2, metadata="meta")})
     assert await c.delete_groups(["s"]) == {"s": 0}
-    await c.commit_offsets("s2", -1, "", None, {("x", 1): OffsetAndMetadata(7)})
+    await c.commit_offsets("s2", -1, "", None, {("x", 1): OffsetAndMetadata(offset=7)})
     c.unload()
     # The next owner opens the log (fencing the old tail) and replays it.
     ml2 = await take_over(meta, client)
@@ -71,7 +71,7 @@ async def test_new_owner_replays_groups_and_offsets(
     assert "s" not in c2.groups
     assert c2.groups["s2"].offsets[("x", 1)].offset == 7
     # The replayed shard keeps serving and persisting.
-    res = await c2.commit_offsets("g", 1, b.member_id, None, {("t", 0): OffsetAndMetadata(41)})
+    res = await c2.commit_offsets("g", 1, b.member_id, None, {("t", 0): OffsetAndMetadata(offset=41)})
     assert res == {("t", 0): 0}
     c2.unload()
     await ml2.close()

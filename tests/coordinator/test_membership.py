@@ -73,7 +73,7 @@ async def test_new_member_triggers_rebalance_and_heartbeats_say_so() -> None:
 def om(offset: int, metadata: str = ""):  # type: ignore[no-untyped-def]
     from coordinator.group.group import OffsetAndMetadata
 
-    return OffsetAndMetadata(offset, -1, metadata, 1)
+    return OffsetAndMetadata(offset=offset, leader_epoch=-1, metadata=metadata, commit_timestamp=1)
 
 
 async def test_protocol_selection_by_votes_among_common_protocols() -> None:

@@ -11,7 +11,7 @@ from tests.coordinator.shard_logs import MemoryShardLog
 
 
 def om(offset: int, metadata: str = "", epoch: int = -1) -> OffsetAndMetadata:
-    return OffsetAndMetadata(offset, epoch, metadata, 1000)
+    return OffsetAndMetadata(offset=offset, leader_epoch=epoch, metadata=metadata, commit_timestamp=1000)
 
 
 async def test_simple_commits_without_membership() -> None:
@@ -147,11 +147,11 @@ async def test_offsets_expire_like_kafka() -> None:
 
     log = MemoryShardLog()
     c = await make(log, GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0, offsets_retention_ms=1000))
-    await c.commit_offsets("simple", -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "", 100)})
-    await c.commit_offsets("simple", -1, "", None, {("t", 1): OffsetAndMetadata(2, -1, "", 5000)})
-    await c.commit_offsets("explicit", -1, "", None, {("t", 0): OffsetAndMetadata(3, -1, "", 100, 200)})
+    await c.commit_offsets("simple", -1, "", None, {("t", 0): OffsetAndMetadata(offset=1, leader_epoch=-1, metadata="", commit_timestamp=100)})
+    await c.commit_offsets("simple", -1, "", None, {("t", 1): OffsetAndMetadata(offset=2, leader_epoch=-1, metadata="", commit_timestamp=5000)})
+    await c.commit_offsets("explicit", -1, "", None, {("t", 0): OffsetAndMetadata(offset=3, leader_epoch=-1, metadata="", commit_timestamp=100, expire_timestamp=200)})
     [a] = await stable_group(c, 1)
-    await c.commit_offsets("g", 1, a.member_id, None, {("t", 0): OffsetAndMetadata(4, -1, "", 100)})
+    await c.commit_offsets("g", 1, a.member_id, None, {("t", 0): OffsetAndMetadata(offset=4, leader_epoch=-1, metadata="", commit_timestamp=100)})
     assert await c.expire_offsets(2000) == 2  # simple t-0 (commit + 1 s) and the explicit expiry
     assert set(c.groups["simple"].offsets) == {("t", 1)}
     assert "explicit" not in c.groups  # empty group with no offsets left: deleted

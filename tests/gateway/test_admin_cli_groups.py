@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from coordinator.group.records import (
-    GroupKey,
-    GroupValue,
-    MemberValue,
-    OffsetKey,
-    OffsetValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
     build_records_batch,
     encode_group_key,
     encode_group_value,
@@ -75,21 +75,25 @@ def line_of(text: str, *cells: str) -> str:
 
 
 def _offset(group: str, p: int, off: int | None) -> tuple[bytes, bytes | None]:
-    key = encode_offset_key(OffsetKey(group, "t", p))
-    return key, None if off is None else encode_offset_value(OffsetValue(off, 0, "", 1))
+    key = encode_offset_key(OffsetCommitKey(group=group, topic="t", partition=p))
+    if off is None:
+        return key, None
+    return key, encode_offset_value(OffsetCommitValue(offset=off, leader_epoch=0, metadata="", commit_timestamp=1))
 
 
-def _group(group: str, members: list[MemberValue] | None) -> tuple[bytes, bytes | None]:
-    key = encode_group_key(GroupKey(group))
+def _group(group: str, members: list[MemberMetadata] | None) -> tuple[bytes, bytes | None]:
+    key = encode_group_key(GroupMetadataKey(group=group))
     if members is None:
         return key, None
-    return key, encode_group_value(GroupValue("consumer", 3, "range", None, 1, members))
+    return key, encode_group_value(GroupMetadataValue(protocol_type="consumer", generation=3, protocol="range",
+                                                      leader=None, current_state_timestamp=1, members=members))
 
 
 def test_replay_keeps_the_latest_records_and_honours_tombstones() -> None:
     cls = schema_class("ConsumerProtocolAssignment")
     blob = encode_versioned(cls(assigned_partitions=[cls.TopicPartition(topic="t", partitions=[2, 0])]), 1)
-    member = MemberValue("m-1", None, "cid", "/10.0.0.1", 300, 100, b"", blob)
+    member = MemberMetadata(member_id="m-1", group_instance_id=None, client_id="cid", client_host="/10.0.0.1",
+                            rebalance_timeout=300, session_timeout=100, subscription=b"", assignment=blob)
     first = [_group("a", []), _offset("a", 0, 5), _offset("a", 1, 3), _group("b", []), _offset("c", 0, 9)]
     second = [
         _group("a", [member]),

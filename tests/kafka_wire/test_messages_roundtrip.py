@@ -108,10 +108,10 @@ def test_every_api_and_version_is_generated() -> None:
     expected = sum(2 * max(0, s.max_version - s.min_version + 1) for s in API_KEYS.values())
     # + request header 0-2, response header 0-1, ConsumerProtocol{Assignment,Subscription} 0-3, principal 0,
     # AbortedTxn, ControlRecordTypeSchema, EndTxnMarker, KRaftVersionRecord, LeaderChangeMessage 0-1,
-    # Snapshot{Header,Footer}Record, VotersRecord, offsets topic: LegacyOffsetCommit{Key,Value},
-    # OffsetCommitKey, OffsetCommitValue 0-4, GroupMetadataKey, GroupMetadataValue 0-4,
+    # Snapshot{Header,Footer}Record, VotersRecord, offsets topic: OffsetCommitKey, OffsetCommitValue 0-4,
+    # GroupMetadataKey, GroupMetadataValue 0-4,
     # transaction log: TransactionLogKey, TransactionLogValue 0-1
-    data = 1 + 1 + 1 + 1 + 2 + 2 + 1 + (1 + 1) + 1 + 5 + 1 + 5 + 1 + 2
+    data = 1 + 1 + 1 + 1 + 2 + 2 + 1 + 1 + 5 + 1 + 5 + 1 + 2
     assert len(CASES) == expected + 3 + 2 + 4 + 4 + 1 + data
     assert len(CASES) > 600
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the compat suite needs on a Debian machine: kcat, node/npm, a JDK and
 # Maven (apt, only what is missing), kafkajs (npm ci from the lock file), Apache Kafka's jars and
-# the Java harness (Maven Central). Idempotent and fast when already done.
+# the Java harness (Maven Central), and the pinned Kafka jars the codec generator reads (the
+# differential tests encode requests with the generated code). Idempotent and fast when done.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -20,3 +21,4 @@ fi
 
 "$here/js/install.sh"
 bash "$here/java/install.sh"
+(cd "$here/.." && python3 -m kafka_wire.codegen.jars >/dev/null)

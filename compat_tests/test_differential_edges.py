@@ -17,7 +17,7 @@ pytestmark = pytest.mark.compat(suite="differential", client="raw protocol")
 CREATE_PARTITIONS = (37, 3)
 DELETE_RECORDS = (21, 2)
 DELETE_TOPICS = (20, 6)
-DELETE_GROUPS = (42, 2)
+DELETE_GROUPS = (42, 3)  # v3 (Kafka 4.4) adds a per-group error message
 OFFSET_FOR_LEADER_EPOCH = (23, 4)
 
 
@@ -131,9 +131,9 @@ def group_edges(bootstrap: str) -> Observations:
         out["describe.after_rejections"] = (a.describe_group(group).group_state,
                                             len(a.describe_group(group).members))
 
-        def delete_groups(*names: str) -> list[int]:
+        def delete_groups(*names: str) -> list[tuple[int, str | None]]:
             r = a.call(DELETE_GROUPS, DeleteGroupsRequest(groups_names=list(names)))
-            by_name = {x.group_id: int(x.error_code) for x in r.results}
+            by_name = {x.group_id: (int(x.error_code), x.error_message) for x in r.results}
             return [by_name[n] for n in names]
 
         out["delete_groups.non_empty"] = delete_groups(group)

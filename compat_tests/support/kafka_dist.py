@@ -15,7 +15,8 @@ from pathlib import Path
 DEFAULT_VERSION = "4.4.0"
 INSTALL_SCRIPT = Path(__file__).resolve().parent.parent / "java" / "install.sh"
 
-# The distribution's bin/*.sh names -> main classes (Kafka 4.4; tools from kafka-tools 4.3.1, see java/install.sh).
+# The distribution's bin/*.sh names -> main classes. The broker is 4.4.0; the tools come from
+# kafka-tools and kafka_2.13 4.3.1 (kafka-configs), on their own classpath (see java/install.sh).
 TOOLS: dict[str, str] = {
     "kafka-server-start": "kafka.Kafka",
     "kafka-storage": "kafka.tools.StorageTool",

@@ -24,7 +24,7 @@ from kafka_wire.messages.sync_group import SyncGroupRequest as SG
 from kafka_wire.records.builder import NewRecord, build_batch
 from tests.support.gateway import RawKafka
 
-# (api key, version) of every request used; all within Kafka 4.1's supported ranges.
+# (api key, version) of every request used; all within Kafka 4.4's supported ranges.
 PRODUCE = (0, 9)
 FETCH = (1, 12)
 LIST_OFFSETS = (2, 7)

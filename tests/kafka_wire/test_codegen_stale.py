@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kafka_wire.codegen.__main__ import OUTPUT_DIR, main
-from kafka_wire.codegen.jars import JARS, read_schemas
+from kafka_wire.codegen.jars import JARS, Jar, JarError, fetch, read_schemas
 from kafka_wire.codegen.module import generate
 
 
@@ -81,3 +81,34 @@ def test_pins_are_kafka_4_4_with_sha256() -> None:
     for jar in JARS:
         assert jar.version == "4.4.0"
         assert len(jar.sha256) == 64 and int(jar.sha256, 16) >= 0
+
+
+def _local_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload: bytes) -> Jar:
+    """A Jar served from a file:// Maven layout under tmp_path, cached under tmp_path/cache."""
+    import hashlib
+
+    from kafka_wire.codegen import jars
+
+    repo = tmp_path / "repo"
+    jar = Jar("org.example", "demo", "1.0", hashlib.sha256(payload).hexdigest(), ("*.json",))
+    path = repo / "org" / "example" / "demo" / "1.0" / jar.file_name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(payload)
+    monkeypatch.setattr(jars, "MAVEN_CENTRAL", repo.as_uri())
+    monkeypatch.setenv("QUIRE_CACHE", str(tmp_path / "cache"))
+    return jar
+
+
+def test_fetch_checks_the_pinned_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jar = _local_jar(tmp_path, monkeypatch, b"jar bytes")
+    cached = fetch(jar)
+    assert cached.read_bytes() == b"jar bytes" and cached.parent == tmp_path / "cache" / "jars"
+    # A cached file that no longer matches its pin is downloaded again.
+    cached.write_bytes(b"tampered")
+    assert fetch(jar).read_bytes() == b"jar bytes"
+    # A download that does not match the pin is refused and leaves nothing in the cache.
+    cached.unlink()
+    bad = Jar(jar.group, jar.artifact, jar.version, "0" * 64, jar.include)
+    with pytest.raises(JarError, match="does not match"):
+        fetch(bad)
+    assert list(cached.parent.iterdir()) == []

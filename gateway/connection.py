@@ -30,6 +30,7 @@ from gateway.dispatch import (
 from gateway.errors import KafkaApiError
 from gateway.handlers.registry import HANDLERS
 from gateway.handlers.spec import Buffer, HandlerSpec
+from gateway.metrics import request_done, request_started
 from kafka_wire.errors import ErrorCode
 from kafka_wire.exceptions import DecodeError
 from kafka_wire.frames import decode_request_header
@@ -218,6 +219,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _run(self, slot: _Slot, spec: HandlerSpec, header: RequestHeader, frame: bytearray, pos: int) -> None:
         key, version = header.api_key, header.api_version
+        started = request_started()
         try:
             body = decode_body(spec, version, frame, pos)
             ctx = RequestContext(key, version, header.correlation_id, header.client_id, self.peer,
@@ -240,6 +242,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:  # an encoding bug must not take the server down
             log.exception("request api %d v%d from %s failed", key, version, self.peer)
             slot.close = True
+        request_done(key, version, started)
         self._finish(slot)
 
     def _fail(self, slot: _Slot, why: str) -> None:

@@ -18,6 +18,7 @@ from coordinator.group.cursors import GROUP_OFFSETS, CursorMover, OffsetPublishe
 from coordinator.group.hashing import shard_for
 from coordinator.group.shard_log import ShardLogError
 from gateway.errors import KafkaApiError
+from gateway.metrics import GROUPS
 from kafka_wire.errors import ErrorCode
 from store.managed.position import Position
 
@@ -99,6 +100,7 @@ class GroupCoordinators:
         self._publisher = OffsetPublisher(services.meta, self._topic_id_of)
         self._mover = CursorMover(services.meta)
         self._cursor_task: asyncio.Task[None] | None = None
+        GROUPS.track(self)
 
     def start(self) -> None:
         """Start the cursor loop (publish committed offsets, move owned partitions' cursors)."""

@@ -9,6 +9,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from gateway.connection import KafkaConnection
+from gateway.metrics import SERVERS
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
@@ -24,6 +25,7 @@ class GatewayServer:
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.AbstractServer | None = None
         self.port = 0
+        SERVERS.track(self)
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Listen on config.listen_host:listen_port (or on an already bound socket)."""

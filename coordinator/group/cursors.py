@@ -115,6 +115,8 @@ class CursorMover:
     def __init__(self, meta: MetaStore) -> None:
         self.meta = meta
         self._applied: dict[tuple[uuid.UUID, int, int], int] = {}  # (tid, partition, id(log)) -> version
+        # (tid, partition) -> {group: committed offset}, as last read: consumer lag, on scrape
+        self.published: dict[tuple[uuid.UUID, int], dict[str, int]] = {}
 
     async def apply(
         self,
@@ -125,6 +127,7 @@ class CursorMover:
     ) -> bool:
         """Move the cursors of one owned partition; False if nothing changed."""
         offsets, version = await read_group_offsets(self.meta, topic_id, partition)
+        self.published[(topic_id, partition)] = offsets
         key = (topic_id, partition, id(ml))
         if self._applied.get(key) == version:
             return False

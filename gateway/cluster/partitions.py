@@ -22,6 +22,7 @@ from gateway import paths
 from gateway.cluster import leases
 from gateway.cluster.assignment import assign_topic, assigned_node
 from gateway.errors import KafkaApiError
+from gateway.metrics import LEASES_GAINED, LEASES_LOST, PARTITIONS
 from gateway.partition.log import PartitionLog
 from kafka_wire.errors import ErrorCode
 from store.meta.api import MetaError, MetaStore, NoNodeError, NotEmptyError
@@ -89,6 +90,7 @@ class PartitionManager:
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
         self._session_lost = False
+        PARTITIONS.track(self)
 
     # -- the gateway's questions ----------------------------------------------------------------
 
@@ -286,6 +288,7 @@ class PartitionManager:
         self._not_before.pop(key, None)
         self._failures.pop(key, None)
         self._logs[key] = opened
+        LEASES_GAINED.inc()
         self.cluster.note_owner(topic.topic_id, partition, self.node_id, opened.leader_epoch)
         opened.add_lost_listener(lambda: self._on_lost(key, opened))
         log.info(
@@ -342,6 +345,7 @@ class PartitionManager:
         log.warning("node %d lost ownership of %s-%d", self.node_id, key[0], key[1],
                     extra={"fields": {"event": "lease_lost", "node": self.node_id, "topic_id": key[0].hex,
                                       "partition": key[1]}})
+        LEASES_LOST.inc()
         self._not_before[key] = time.monotonic() + RETRY_BACKOFF
         self._start_release(key)
         self._kick()
@@ -349,5 +353,6 @@ class PartitionManager:
     def _on_session_lost(self) -> None:
         """Our leases are gone with the session: stop serving every partition at once."""
         self._session_lost = True
+        LEASES_LOST.inc(len(self._logs))
         for key in list(self._logs):
             self._start_release(key)

@@ -16,6 +16,7 @@ import uuid
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.spec import RawResponse
+from gateway.metrics import fetch_answered
 from gateway.partition.log import PartitionLog
 from gateway.partition.lookup import TopicCache
 from kafka_wire.errors import ErrorCode
@@ -105,4 +106,5 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
             for plog in logs:
                 plog.remove_waiter(woken)
         total, errors = await _read_all(slots, topics, max_bytes)
+    fetch_answered(topics, {tno: plog.topic.name for tno, _, plog, _ in slots if plog is not None})
     return RawResponse(encode_fetch_response(version, topics, session_id=0))

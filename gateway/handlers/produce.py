@@ -14,6 +14,7 @@ from typing import Any
 from gateway.context import RequestContext
 from gateway.dispatch import CloseConnection
 from gateway.errors import KafkaApiError
+from gateway.metrics import bytes_in, produce_answered
 from gateway.partition.log import AppendResult
 from gateway.partition.lookup import TopicCache
 from kafka_wire.errors import ErrorCode
@@ -94,6 +95,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
                     timestamp_before_max_ms=info.config_int("message.timestamp.before.max.ms"),
                     timestamp_after_max_ms=info.config_int("message.timestamp.after.max.ms"),
                 )
+                bytes_in(info.name, records)
             except KafkaApiError as e:
                 code = e.error_code
                 if code == ErrorCode.UNKNOWN_TOPIC_ID and version < 13:
@@ -126,6 +128,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
         by_topic[topic].append(PartitionResponse(index=index, error_code=0, base_offset=r.base_offset,
                                                  log_append_time_ms=r.log_append_time,
                                                  log_start_offset=r.log_start_offset))
+    produce_answered(by_topic)
     responses = []
     for topic, parts in by_topic.items():
         if isinstance(topic, uuid.UUID):

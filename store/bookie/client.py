@@ -16,6 +16,7 @@ from typing import cast
 
 from store.bookie import protocol as p
 from store.bookie.errors import BadRequestError, BookieError, BookieUnavailableError, Status, error_for
+from store.metrics import BookieLatency
 
 _MAX_RESPONSE = 1 << 30
 
@@ -43,6 +44,7 @@ class _Conn(asyncio.Protocol):
         self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._drained: asyncio.Future[None] | None = None
+        self.latency = BookieLatency(address, request_timeout)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses.
@@ -93,6 +95,7 @@ class _Conn(asyncio.Protocol):
             entry = self.pending.pop(rid, None)
             if entry is not None:
                 fut = entry[0]
+                self.latency.observe(_op, entry[1], self.loop.time())
             else:
                 timed = self.timed.pop(rid, None)
                 if timed is None:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import crc32c
 
+from store.bookie.metrics import journal_batch
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"QJRNL\x00\x00\x01"
@@ -301,11 +303,15 @@ class Journal:
         t0 = time.monotonic()
         start = self._offset
         self._offset += write_all(self._fd, parts)
+        synced = None
         if self.sync:
+            t1 = time.monotonic()
             os.fdatasync(self._fd)
+            synced = time.monotonic() - t1
         else:
             start_writeback(self._fd, start, self._offset - start)
         took = time.monotonic() - t0
+        journal_batch(len(batch), self._offset - start, synced)
         if took > _SLOW_SYNC:
             log.warning("journal write+fdatasync of %d records took %.3f s (slow or shared disk)", len(batch), took)
         return JournalMark(self._file_id, self._offset)

@@ -18,6 +18,7 @@ from store.ledger.errors import LedgerRecoveryError, MetadataVersionError
 from store.ledger.fetch import read_one
 from store.ledger.metadata import CLOSED, IN_RECOVERY, OPEN, LedgerMetadata
 from store.ledger.quorum import is_covered, missing_for_absence, write_set
+from store.metrics import LEDGER_RECOVERIES
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ _READ_AHEAD = 16  # recovery reads in flight
 
 async def recover(env: LedgerEnv, ledger_id: int) -> LedgerMetadata:
     """Close the ledger where its last acknowledgeable entry ends; return the closed metadata."""
+    LEDGER_RECOVERIES.inc()
     md = await _mark_in_recovery(env, ledger_id)
     if md.state == CLOSED:
         return md

@@ -33,6 +33,7 @@ from store.ledger.errors import (
 from store.ledger.metadata import CLOSED, OPEN, LedgerMetadata
 from store.ledger.placement import available_bookies
 from store.ledger.quorum import write_set
+from store.metrics import ENSEMBLE_CHANGES
 
 log = logging.getLogger(__name__)
 
@@ -308,6 +309,7 @@ class LedgerWriter:
                             return
                         self.metadata = current
                         continue
+                    ENSEMBLE_CHANGES.inc()
                     log.info(
                         "ledger %d: new fragment from %d on %s",
                         self.ledger_id,

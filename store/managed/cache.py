@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict, deque
 
+from store.metrics import ENTRY_CACHES
+
 DEFAULT_CACHE_BYTES = 256 << 20
 _ENTRY_OVERHEAD = 64  # rough per-entry bookkeeping cost counted against the budget
 
@@ -23,6 +25,7 @@ class EntryCache:
         self._tokens = itertools.count(1)
         self.hits = 0
         self.misses = 0
+        ENTRY_CACHES.track(self)
 
     def new_token(self) -> int:
         """A key space for one log handle."""

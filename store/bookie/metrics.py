@@ -1,0 +1,30 @@
+"""The bookie process's Prometheus metrics: its journal's group commits (records and bytes per
+batch, fdatasync latency). Observed once per batch, on the journal's writer thread.
+Client-side metrics (latency per bookie) are in store/metrics.py."""
+
+from __future__ import annotations
+
+from prometheus_client import Histogram
+
+from store.metrics import LATENCY_BUCKETS
+
+JOURNAL_BATCH_RECORDS = Histogram(
+    "quire_bookie_journal_batch_records", "Records per journal group commit (one write, one fdatasync)",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096),
+)
+JOURNAL_BATCH_BYTES = Histogram(
+    "quire_bookie_journal_batch_bytes", "Bytes per journal group commit",
+    buckets=(256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20),
+)
+JOURNAL_FDATASYNC_SECONDS = Histogram(
+    "quire_bookie_journal_fdatasync_seconds", "Latency of the journal's fdatasync (one per group commit)",
+    buckets=LATENCY_BUCKETS,
+)
+
+
+def journal_batch(records: int, nbytes: int, fdatasync_s: float | None) -> None:
+    """One group commit written (fdatasync_s None: written without fdatasync)."""
+    JOURNAL_BATCH_RECORDS.observe(records)
+    JOURNAL_BATCH_BYTES.observe(nbytes)
+    if fdatasync_s is not None:
+        JOURNAL_FDATASYNC_SECONDS.observe(fdatasync_s)

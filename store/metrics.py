@@ -1,0 +1,136 @@
+"""The store's Prometheus metrics, client side (every process that uses ledgers): bookie request
+latency per bookie, ensemble changes, ledger recoveries, the entry cache. Also the pieces every
+layer's metrics share: serving them over HTTP and collectors computed on scrape from live
+objects. The bookie process's own metrics (journal) are in store/bookie/metrics.py.
+
+Metrics live in prometheus_client's process-wide registry: one process, one endpoint. Counters
+and histograms are module-level: several gateways in one test process add up into them, which
+is what a scrape of that process should show. Values that belong to an object (cache size,
+connections, partitions owned) are read on scrape by an InstanceCollector from every live
+object it tracks (weakly, so an object that goes away stops counting), summed.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from prometheus_client import REGISTRY, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from store.bookie.protocol import Op
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+    from store.managed.cache import EntryCache
+
+T = TypeVar("T")
+
+# Latency buckets in seconds, 100 us to 10 s: quorum adds and reads on one host take well
+# under a millisecond, a stalled bookie seconds.
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0)
+
+
+def serve_metrics(host: str, port: int) -> int:
+    """Serve this process's metrics at http://host:port/metrics (a daemon thread); the port
+    (useful with port 0). OSError if the address is taken."""
+    server, _thread = start_http_server(port, addr=host)
+    return int(server.server_port)
+
+
+def parse_hostport(value: str) -> tuple[str, int]:
+    """"HOST:PORT" (or ":PORT", host 127.0.0.1) of a --metrics flag; ValueError if malformed."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class InstanceCollector(Collector, Generic[T]):
+    """Metrics computed at scrape time from the live objects passed to track()."""
+
+    def __init__(self, describe: Callable[[list[T]], Iterable[Metric]]) -> None:
+        self._describe = describe
+        self._objects: weakref.WeakSet[T] = weakref.WeakSet()
+        self._lock = threading.Lock()  # scrapes run on the HTTP server's thread
+        REGISTRY.register(self)
+
+    def track(self, obj: T) -> None:
+        with self._lock:
+            self._objects.add(obj)
+
+    def untrack(self, obj: T) -> None:
+        with self._lock:
+            self._objects.discard(obj)
+
+    def collect(self) -> list[Metric]:
+        with self._lock:
+            objects = list(self._objects)
+        for _ in range(3):
+            try:
+                return list(self._describe(objects))
+            except RuntimeError:  # a dict changed size under us: the event loop runs meanwhile
+                continue
+        return []
+
+
+# -- bookie client (latency per bookie and operation) -------------------------------------------
+
+BOOKIE_REQUEST_SECONDS = Histogram(
+    "quire_bookie_client_request_seconds",
+    "Bookie request latency seen by the client (adds: until durable on that bookie), by bookie and operation",
+    ["bookie", "op"], buckets=LATENCY_BUCKETS,
+)
+_OP_NAMES = {int(op): op.name.lower() for op in Op}
+
+
+class BookieLatency:
+    """One bookie connection's latency histograms, looked up once per operation."""
+
+    __slots__ = ("_address", "_by_op", "_timeout")
+
+    def __init__(self, address: str, request_timeout: float) -> None:
+        self._address = address
+        self._timeout = request_timeout
+        self._by_op: dict[int, Histogram] = {}
+
+    def observe(self, op: int, deadline: float, now: float) -> None:
+        """A response to a request sent at deadline - request_timeout (the deadline the
+        connection keeps anyway, so sending costs nothing extra)."""
+        h = self._by_op.get(op)
+        if h is None:
+            h = self._by_op[op] = BOOKIE_REQUEST_SECONDS.labels(self._address, _OP_NAMES.get(op, str(op)))
+        h.observe(now - deadline + self._timeout)
+
+
+# -- ledgers ---------------------------------------------------------------------------------
+
+ENSEMBLE_CHANGES = Counter("quire_ledger_ensemble_changes", "Ledger ensemble changes (a bookie replaced mid-write)")
+LEDGER_RECOVERIES = Counter("quire_ledger_recoveries", "Ledger recoveries started (fence, find the end, close)")
+
+
+# -- entry cache -----------------------------------------------------------------------------
+
+
+def _cache_metrics(caches: list[EntryCache]) -> Iterator[Metric]:
+    hits = CounterMetricFamily("quire_entry_cache_hits", "Entries served from the entry cache")
+    misses = CounterMetricFamily("quire_entry_cache_misses", "Entry cache lookups that found nothing")
+    size = GaugeMetricFamily("quire_entry_cache_bytes", "Bytes held by the entry cache (with bookkeeping)")
+    limit = GaugeMetricFamily("quire_entry_cache_max_bytes", "The entry cache's bound")
+    entries = GaugeMetricFamily("quire_entry_cache_entries", "Entries held by the entry cache")
+    hits.add_metric([], sum(c.hits for c in caches))
+    misses.add_metric([], sum(c.misses for c in caches))
+    size.add_metric([], sum(c.size for c in caches))
+    limit.add_metric([], sum(c.max_bytes for c in caches))
+    entries.add_metric([], sum(len(c) for c in caches))
+    return iter((hits, misses, size, limit, entries))
+
+
+# The cache keeps plain int counters (the read path pays nothing more); read on scrape.
+ENTRY_CACHES: InstanceCollector[EntryCache] = InstanceCollector(_cache_metrics)
+

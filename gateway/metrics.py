@@ -11,7 +11,6 @@ gauges are read on scrape from the live servers, partition managers and group co
 from __future__ import annotations
 
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -87,16 +86,12 @@ def bytes_in(topic: str, records: memoryview | None) -> None:
         BYTES_IN.labels(topic).inc(records.nbytes)
 
 
-def _topic_label(topic: str | uuid.UUID) -> str:
-    return str(topic)
-
-
 def produce_answered(by_topic: dict[Any, list[Any]]) -> None:
     """Count the errors of a Produce response's partitions (topic -> PartitionProduceResponse)."""
     for topic, parts in by_topic.items():
         for p in parts:
             if p.error_code:
-                FAILED_PRODUCE.labels(_topic_label(topic)).inc()
+                FAILED_PRODUCE.labels(str(topic)).inc()
                 ERRORS.labels("Produce", error_info(p.error_code).name).inc()
 
 
@@ -104,7 +99,7 @@ def fetch_answered(topics: Sequence[FetchTopic], names: dict[int, str]) -> None:
     """Bytes out and errors of a Fetch response; names: topic number -> name when it was
     resolved (a topic id otherwise stands for itself)."""
     for i, t in enumerate(topics):
-        name = names.get(i) or _topic_label(t.topic)
+        name = names.get(i) or str(t.topic)
         out = 0
         for p in t.partitions:
             if p.error_code:
@@ -112,7 +107,7 @@ def fetch_answered(topics: Sequence[FetchTopic], names: dict[int, str]) -> None:
                 ERRORS.labels("Fetch", error_info(p.error_code).name).inc()
             elif p.records:
                 for r in p.records:
-                    out += memoryview(r).nbytes
+                    out += len(r)
         if out:
             BYTES_OUT.labels(name).inc(out)
 

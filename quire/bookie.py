@@ -13,6 +13,7 @@ from pathlib import Path
 
 from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.server import BookieServer
+from store.metrics import start_metrics
 
 log = logging.getLogger(__name__)
 REFRESH_S = 5.0  # how fresh the disk use `quire admin bookies` shows is
@@ -95,10 +96,12 @@ def run_bookie(
     journal_batch_wait: float | None = None,
     flush_interval: float | None = None,
     write_cache_mb: float | None = None,
+    metrics: tuple[str, int] | None = None,
 ) -> int:
     """Run a bookie until SIGTERM/SIGINT (clean shutdown, everything flushed); the exit code.
     no_fsync: acknowledge adds without fdatasync (unsafe: benchmarks only). The others
-    override BookieConfig / StorageConfig defaults (seconds, seconds, MiB)."""
+    override BookieConfig / StorageConfig defaults (seconds, seconds, MiB). metrics: where to
+    serve Prometheus metrics (None: not served)."""
     config = BookieConfig()
     if no_fsync:
         config.journal_sync = False
@@ -115,6 +118,7 @@ def run_bookie(
         config.storage.write_cache_bytes = max(1 << 20, int(write_cache_mb * (1 << 20)))
     # The storage thread's Python work must not hold the loop off for the default 5 ms.
     sys.setswitchinterval(0.001)
+    start_metrics(metrics)
     d = Path(data_dir).absolute()
     j = Path(journal_dir).absolute() if journal_dir else d / "journal"
     try:
@@ -138,6 +142,7 @@ def main(args: argparse.Namespace) -> int:
                if s.key in ("quire.meta", "quire.bookie.port", "quire.data.dir") and r.get_value(s.key) is None]
     if missing:
         raise st.SettingsError(f"missing {', '.join(missing)}")
+    metrics = st.metrics(r)
     return run_bookie(
         data_dir=r.get_value("quire.data.dir"),
         journal_dir=r.get_value("quire.bookie.journal.dir"),
@@ -149,4 +154,5 @@ def main(args: argparse.Namespace) -> int:
         journal_batch_wait=r.get_value("quire.bookie.journal.batch.wait.s"),
         flush_interval=r.get_value("quire.bookie.flush.interval.s"),
         write_cache_mb=r.get_value("quire.bookie.write.cache.mb"),
+        metrics=metrics,
     )

@@ -7,6 +7,7 @@ from typing import Any
 
 from gateway.config import GatewayConfig
 from quire import settings as st
+from store.metrics import start_metrics
 
 
 def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
@@ -49,5 +50,7 @@ def main(args: argparse.Namespace) -> int:
     r = st.resolve(st.GATEWAY, args, file=args.config)
     if not r.get_value("quire.meta"):
         raise st.SettingsError("quire gateway needs a metadata store: --meta zk://host:port/chroot (or quire.meta)")
-    app.run_async(app.run_gateway(build_config(r, st.GATEWAY)))
+    config = build_config(r, st.GATEWAY)
+    start_metrics(st.metrics(r))
+    app.run_async(app.run_gateway(config))
     return 0

@@ -24,6 +24,7 @@ from gateway.config import BrokerSetting
 from gateway.topics.configs import TOPIC_CONFIGS, ConfigSource, ConfigType
 from store.bookie.bookie import BookieConfig
 from store.managed.cache import DEFAULT_CACHE_BYTES
+from store.metrics import DEFAULT_METRICS, metrics_address
 
 log = logging.getLogger(__name__)
 GATEWAY, BOOKIE, STANDALONE = "gateway", "bookie", "standalone"
@@ -149,8 +150,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("quire.bookies", int, 1, "bookie child processes of the standalone", frozenset({STANDALONE}),
             described=False),
     Setting("quire.cache.mb", int, DEFAULT_CACHE_BYTES >> 20, "entry cache of the gateway, MiB", G),
-    Setting("quire.metrics", str, None, "HOST:PORT of the Prometheus metrics endpoint (reserved, not served yet)",
-            ALL, described=False),
+    Setting("quire.metrics", str, None,
+            "HOST:PORT of the Prometheus metrics endpoint, or off (standalone: the gateway's; its bookies "
+            "take the following ports)", ALL, described=False, role_defaults={STANDALONE: DEFAULT_METRICS}),
     Setting("quire.bookie.host", str, "127.0.0.1", "address the bookie listens on", frozenset({BOOKIE}),
             flag="--host", described=False),
     Setting("quire.bookie.port", int, None, "port the bookie listens on (required)", frozenset({BOOKIE}),
@@ -323,6 +325,14 @@ def hostport(value: str, what: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise SettingsError(f"{what} must be HOST:PORT, got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def metrics(r: Resolved) -> tuple[str, int] | None:
+    """quire.metrics as (host, port); None when off."""
+    try:
+        return metrics_address(r.get_value("quire.metrics"))
+    except ValueError as e:
+        raise SettingsError(f"quire.metrics (--metrics) {e}") from None
 
 
 def replication(value: str) -> tuple[int, int, int]:

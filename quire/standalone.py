@@ -39,6 +39,7 @@ from quire.gateway import build_config
 from store import layout
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
+from store.metrics import start_metrics
 
 log = logging.getLogger(__name__)
 
@@ -220,20 +221,34 @@ def _bookie_flags(r: st.Resolved) -> list[str]:
     """The bookie settings of a standalone, passed on to its bookie children."""
     out = []
     for s in st.for_role(st.BOOKIE):
-        if st.STANDALONE not in s.roles or s.key == "quire.data.dir" or r[s.key].source == "default":
+        if (st.STANDALONE not in s.roles or s.key in ("quire.data.dir", "quire.metrics")
+                or r[s.key].source == "default"):
             continue
         v = r.get_value(s.key)
         out += [s.flag_name if v else f"--no-{s.flag_name[2:]}"] if s.type is bool else [s.flag_name, str(v)]
     return out
 
 
-def ready_line(config: GatewayConfig, port: int, base: Path, bookies: int, metrics: str | None) -> str:
-    """The one line printed when the standalone serves (metrics: its URL once metrics exist)."""
+def bookie_metrics(address: tuple[str, int] | None, bookies: int) -> list[str]:
+    """Each bookie child's --metrics: the ports after the gateway's (port 0: any free port each).
+    Always explicit, so that a QUIRE_METRICS the children inherit does not apply to them."""
+    if address is None:
+        return ["off"] * bookies
+    host, port = address
+    return [f"{host}:{port + 1 + i if port else 0}" for i in range(bookies)]
+
+
+def ready_line(config: GatewayConfig, port: int, base: Path, bookies: int, metrics: str | None,
+               bookie_ports: list[str] | None = None) -> str:
+    """The one line printed when the standalone serves (metrics: the gateway's metrics URL, and
+    the ports of its bookies')."""
     e, wq, aq = config.ensemble_size, config.write_quorum, config.ack_quorum
     line = (f"quire standalone ready: {config.listen_host}:{port}, data {base}, "
             f"{bookies} bookie{'s' if bookies != 1 else ''} (E/WQ/AQ {e}/{wq}/{aq})")
     if metrics:
-        line += f", metrics http://{metrics}/metrics"
+        line += f", metrics {metrics}"
+        if bookie_ports:
+            line += f" (bookies on ports {', '.join(bookie_ports)})"
     return line
 
 
@@ -245,8 +260,9 @@ async def run_standalone(r: st.Resolved, base: Path, *, log_level: str = "WARNIN
     meta_url = f"embedded://{meta_dir}"
     ports = _load_ports(base / "standalone.json", bookies, "127.0.0.1")
     flags = _bookie_flags(r)
-    children = [BookieChild(i, base / f"bookie-{i}", "127.0.0.1", ports[i], meta_url, log_level, flags)
-                for i in range(bookies)]
+    metrics = bookie_metrics(st.metrics(r), bookies)
+    children = [BookieChild(i, base / f"bookie-{i}", "127.0.0.1", ports[i], meta_url, log_level,
+                            [*flags, "--metrics", metrics[i]]) for i in range(bookies)]
     repl = r.get_value("quire.replication")
     config = build_config(
         r, st.STANDALONE, meta_url=meta_url, data_dir=str(base),
@@ -287,6 +303,7 @@ def main(args: argparse.Namespace) -> int:
     if r.get_value("quire.bookies") < 1:
         raise st.SettingsError("quire.bookies (--bookies) must be at least 1")
     host, port = st.hostport(r.get_value("listeners"), "listeners (--listen)")
+    metrics = st.metrics(r)
     base = Path(r.get_value("quire.data.dir")).resolve()
     ready = False
     created = False
@@ -298,12 +315,14 @@ def main(args: argparse.Namespace) -> int:
     except StartError as e:
         print(f"quire standalone: {e}", file=sys.stderr)
         return 2
+    metrics_url = start_metrics(metrics)  # after the checks above: a refused start serves nothing
+    bookie_ports = [a.rpartition(":")[2] for a in bookie_metrics(metrics, r.get_value("quire.bookies"))]
 
     def on_ready(server: GatewayServer) -> None:
         nonlocal ready
         ready = True
-        print(ready_line(server.config, server.port, base, r.get_value("quire.bookies"),
-                         r.get_value("quire.metrics")), file=sys.stderr, flush=True)
+        print(ready_line(server.config, server.port, base, r.get_value("quire.bookies"), metrics_url,
+                         bookie_ports if metrics and metrics[1] else None), file=sys.stderr, flush=True)
 
     try:
         run_async(run_standalone(r, base, log_level=args.log_level, on_ready=on_ready))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import crc32c
 
-from store.bookie.metrics import journal_batch
+from store.bookie.metrics import JOURNAL_METRICS, journal_batch
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +207,7 @@ class Journal:
         self._scheduled = False
         self._failed: BaseException | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal")
+        JOURNAL_METRICS.register()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: asyncio.Event | None = None
         # Counters, for tests and stats.

@@ -1,25 +1,28 @@
 """The bookie process's Prometheus metrics: its journal's group commits (records and bytes per
 batch, fdatasync latency). Observed once per batch, on the journal's writer thread.
-Client-side metrics (latency per bookie) are in store/metrics.py."""
+Client-side metrics (latency per bookie) are in store/metrics.py.
+
+Registered when a journal is made (see LazyMetrics): gateways import this package too."""
 
 from __future__ import annotations
 
 from prometheus_client import Histogram
 
-from store.metrics import LATENCY_BUCKETS
+from store.metrics import LATENCY_BUCKETS, LazyMetrics
 
 JOURNAL_BATCH_RECORDS = Histogram(
     "quire_bookie_journal_batch_records", "Records per journal group commit (one write, one fdatasync)",
-    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096),
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096), registry=None,
 )
 JOURNAL_BATCH_BYTES = Histogram(
     "quire_bookie_journal_batch_bytes", "Bytes per journal group commit",
-    buckets=(256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20),
+    buckets=(256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20), registry=None,
 )
 JOURNAL_FDATASYNC_SECONDS = Histogram(
     "quire_bookie_journal_fdatasync_seconds", "Latency of the journal's fdatasync (one per group commit)",
-    buckets=LATENCY_BUCKETS,
+    buckets=LATENCY_BUCKETS, registry=None,
 )
+JOURNAL_METRICS = LazyMetrics(JOURNAL_BATCH_RECORDS, JOURNAL_BATCH_BYTES, JOURNAL_FDATASYNC_SECONDS)
 
 
 def journal_batch(records: int, nbytes: int, fdatasync_s: float | None) -> None:

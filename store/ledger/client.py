@@ -11,6 +11,7 @@ from store.ledger.env import BookieConns, LedgerEnv
 from store.ledger.errors import NoSuchLedgerError
 from store.ledger.fetch import bookie_lac
 from store.ledger.metadata import OPEN, LedgerMetadata
+from store.ledger.metrics import LEDGER_METRICS
 from store.ledger.placement import PlacementPolicy, available_bookies, default_placement
 from store.ledger.reader import LedgerReader
 from store.ledger.recovery import recover
@@ -37,6 +38,7 @@ class LedgerClient:
         tells its bookies its LAC (WRITE_LAC), so readers see its last entry; 0 (for now the
         default, as tests assert the old one-behind LAC) disables; 0.1 is the intended value."""
         self.explicit_lac_interval = explicit_lac_interval
+        LEDGER_METRICS.register()
         self._owned_pool = None
         if bookies is None:
             from store.bookie.client import BookiePool

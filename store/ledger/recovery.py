@@ -17,8 +17,8 @@ from store.ledger.env import LedgerEnv
 from store.ledger.errors import LedgerRecoveryError, MetadataVersionError
 from store.ledger.fetch import read_one
 from store.ledger.metadata import CLOSED, IN_RECOVERY, OPEN, LedgerMetadata
+from store.ledger.metrics import LEDGER_RECOVERIES
 from store.ledger.quorum import is_covered, missing_for_absence, write_set
-from store.metrics import LEDGER_RECOVERIES
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from store.ledger.errors import (
     NotEnoughBookiesError,
 )
 from store.ledger.metadata import CLOSED, OPEN, LedgerMetadata
+from store.ledger.metrics import ENSEMBLE_CHANGES
 from store.ledger.placement import available_bookies
 from store.ledger.quorum import write_set
-from store.metrics import ENSEMBLE_CHANGES
 
 log = logging.getLogger(__name__)
 

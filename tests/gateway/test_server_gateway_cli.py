@@ -17,6 +17,7 @@ from kafka_wire.messages.create_topics import CreateTopicsRequest
 from kafka_wire.messages.metadata import MetadataRequest, MetadataResponse
 from tests.support.bookies import BookieCluster
 from tests.support.gateway import ROOT, RawKafka, _env, api_versions_ok
+from tests.support.metrics import scrape, value
 from tests.support.zookeeper import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -122,7 +123,8 @@ async def test_gateway_processes(
     assert [b.node_id for b in md.brokers] == [1001]
     assert [(t.name, t.error_code, len(t.partitions)) for t in md.topics] == [("cli-topic", 0, 2)]
 
-    second = GatewayProc(meta_url, tmp_path / "gw2.log", "--id", "7")
+    metrics_port = free_port()
+    second = GatewayProc(meta_url, tmp_path / "gw2.log", "--id", "7", "--metrics", f"127.0.0.1:{metrics_port}")
     gateways.append(second)
     await asyncio.to_thread(second.start)
     deadline = time.monotonic() + 30
@@ -136,5 +138,7 @@ async def test_gateway_processes(
         await asyncio.sleep(0.2)
     assert seen == [[7, 1001], [7, 1001]]
     assert (await asyncio.to_thread(_metadata, second)).controller_id == 7
+    scraped = await asyncio.to_thread(scrape, metrics_port)
+    assert value(scraped, "kafka_network_requestmetrics_requests_total", request="Metadata", version="12") > 0
     assert await asyncio.to_thread(second.stop) == 0
     assert await asyncio.to_thread(first.stop) == 0

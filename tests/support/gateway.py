@@ -96,9 +96,11 @@ class StandaloneGateway:
 
     def spawn(self) -> None:
         assert not self.alive, "already running"
+        # Metrics off unless asked for: test processes must not compete for the fixed default port.
+        metrics = [] if "--metrics" in self.extra_args else ["--metrics", "off"]
         cmd = [sys.executable, "-m", "quire", "--log-level", self.log_level, "standalone",
                "--data-dir", str(self.data_dir), "--host", self.host, "--port", str(self.port),
-               "--bookies", str(self.bookies), *self.extra_args]
+               "--bookies", str(self.bookies), *metrics, *self.extra_args]
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

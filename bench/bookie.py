@@ -17,7 +17,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,12 +30,7 @@ from store import layout  # noqa: E402
 from store.bookie.client import BookieClient  # noqa: E402
 from store.bookie.entry import pack_entry  # noqa: E402
 from store.meta.factory import open_meta  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from store.net import free_port  # noqa: E402
 
 
 async def _wait_registered(meta_url: str, addrs: list[str]) -> None:
@@ -187,7 +181,7 @@ def main() -> int:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
         for i in range(3):
-            port = _free_port()
+            port = free_port()
             addrs.append(f"127.0.0.1:{port}")
             cmd = [sys.executable, "-m", "quire", "bookie", "--dir", str(base / f"b{i}"), "--port", str(port)]
             cmd += ["--meta", meta_url, *shlex.split(args.bookie_args)]

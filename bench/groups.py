@@ -17,7 +17,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -39,15 +38,10 @@ from kafka_wire.messages.heartbeat import HeartbeatRequest  # noqa: E402
 from kafka_wire.messages.join_group import JoinGroupRequest  # noqa: E402
 from kafka_wire.messages.offset_commit import OffsetCommitRequest  # noqa: E402
 from kafka_wire.messages.sync_group import SyncGroupRequest  # noqa: E402
+from store.net import free_port  # noqa: E402
 
 PARTITIONS = 100
 MEMBERS = 10
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Conn:

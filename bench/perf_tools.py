@@ -34,8 +34,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from compat_tests.support import kafka_dist  # noqa: E402
+from store.net import free_port  # noqa: E402
 from tests.support.gateway import StandaloneGateway, api_versions_ok  # noqa: E402
-from tests.support.zookeeper import free_port  # noqa: E402
 
 RECORD_SIZE = 1024
 WARMUP_RECORDS = 10000

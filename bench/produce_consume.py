@@ -32,14 +32,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from store.net import free_port  # noqa: E402
+
 VALUE_SIZE = 1024
 TOPIC = "bench"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _answers(port: int) -> bool:
@@ -84,7 +83,7 @@ class Server:
 
 
 def start_quire(work: Path, *, profile_to: Path | None = None) -> Server:
-    port = _free_port()
+    port = free_port()
     data = work / f"quire-{port}"
     prefix = [sys.executable]
     if profile_to is not None:
@@ -111,7 +110,7 @@ def tansu_binary() -> str:
 
 
 def start_tansu(work: Path) -> Server:
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     cmd = [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url]
     cmd += ["--storage-engine", "memory://tansu/"]

@@ -40,6 +40,7 @@ from store import layout
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from store.metrics import start_metrics
+from store.net import free_port
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,6 @@ def replication(bookies: int) -> tuple[int, int, int]:
     """(E, WQ, AQ) for a standalone with this many bookies."""
     e = min(bookies, 3)
     return e, e, min(bookies, 2)
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -168,7 +163,7 @@ def _load_ports(state_file: Path, n: int, host: str) -> list[int]:
     if state_file.exists():
         ports = [int(p) for p in json.loads(state_file.read_text()).get("bookie_ports", [])]
     while len(ports) < n:
-        p = _free_port(host)
+        p = free_port(host)
         if p not in ports:
             ports.append(p)
     tmp = state_file.with_suffix(".tmp")

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from compat_tests.support import kafka_dist
+from store.net import free_port
 from tests.support.gateway import api_versions_ok
-from tests.support.zookeeper import free_port
 
 START_TIMEOUT = 120.0
 

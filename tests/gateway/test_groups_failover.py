@@ -25,9 +25,9 @@ from kafka_wire.messages.find_coordinator import FindCoordinatorRequest
 from kafka_wire.messages.offset_fetch import OffsetFetchRequest
 from store.managed.names import cursors_path, decode_name
 from store.meta.factory import open_meta
+from store.net import free_port
 from tests.coordinator.gateway_support import FAST_GROUP_ENV, Member, wait_for
 from tests.support.gateway import RawKafka, api_versions_ok
-from tests.support.zookeeper import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

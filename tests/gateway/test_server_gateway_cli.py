@@ -15,10 +15,10 @@ import pytest
 
 from kafka_wire.messages.create_topics import CreateTopicsRequest
 from kafka_wire.messages.metadata import MetadataRequest, MetadataResponse
+from store.net import free_port
 from tests.support.bookies import BookieCluster
 from tests.support.gateway import ROOT, RawKafka, _env, api_versions_ok
 from tests.support.metrics import scrape, value
-from tests.support.zookeeper import free_port
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from kafka_wire.messages.describe_configs import DescribeConfigsRequest
+from store.net import free_port
 from tests.support.gateway import ROOT, RawKafka, StandaloneGateway, _env
-from tests.support.zookeeper import free_port
 
 T = 30.0
 

@@ -40,7 +40,7 @@ import pytest
 from store import layout
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
-from tests.support.zookeeper import free_port
+from store.net import free_port
 
 T = TypeVar("T")
 START_TIMEOUT = 60.0

@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from store.net import free_port
 from tests.support.gateway import api_versions_ok
-from tests.support.zookeeper import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 60.0

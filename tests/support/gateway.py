@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.zookeeper import free_port
+from store.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 60.0

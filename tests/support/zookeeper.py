@@ -20,15 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from store.net import free_port
+
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 TICK_MS = 200  # min session timeout 2 ticks = 0.4 s, so tests can expire sessions quickly
 START_TIMEOUT = 90.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _four_letter(port: int, word: bytes, timeout: float = 1.0) -> bytes:

@@ -11,7 +11,8 @@ import pytest
 from store.meta.api import EventType, MetaConnectionError, WatchEvent
 from store.meta.factory import open_meta
 from store.meta.zookeeper import ZkMetaStore, parse_zk_url
-from tests.support.zookeeper import ZooKeeperServer, free_port
+from store.net import free_port
+from tests.support.zookeeper import ZooKeeperServer
 
 from .conftest import ChildClient, Events
 

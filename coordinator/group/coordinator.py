@@ -90,7 +90,7 @@ class GroupCoordinator(OffsetOps):
                 self._replace_static_member(group, req, old_id, new_id, fut)
         elif req.require_known_member_id:
             # The client must come back with this id: a member that never returns costs nothing.
-            timer = self._loop.call_later(
+            timer = self._clock.call_later(
                 req.session_timeout_ms / 1000, self._expire_pending_member, group, new_id
             )
             group.pending_members[new_id] = timer
@@ -284,10 +284,10 @@ class GroupCoordinator(OffsetOps):
             group.in_initial_delay = True
             group.new_member_added = False
             group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
-            group.join_timer = self._loop.call_later(delay / 1000, self._on_initial_delay, group, delay)
+            group.join_timer = self._clock.call_later(delay / 1000, self._on_initial_delay, group, delay)
         else:
             group.in_initial_delay = False
-            group.join_timer = self._loop.call_later(
+            group.join_timer = self._clock.call_later(
                 group.rebalance_timeout_ms() / 1000, self._complete_join, group
             )
             self._maybe_complete_join(group)
@@ -298,7 +298,7 @@ class GroupCoordinator(OffsetOps):
             group.new_member_added = False
             nxt = min(self.config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
             group.initial_delay_remaining_ms -= nxt
-            group.join_timer = self._loop.call_later(nxt / 1000, self._on_initial_delay, group, nxt)
+            group.join_timer = self._clock.call_later(nxt / 1000, self._on_initial_delay, group, nxt)
             return
         group.in_initial_delay = False
         self._complete_join(group)
@@ -320,7 +320,7 @@ class GroupCoordinator(OffsetOps):
         if group.members and not self._elect_joined_leader(group):
             # Nobody rejoined: wait another rebalance timeout for sessions to expire.
             log.warning("group %s: no member rejoined; waiting", group.group_id)
-            group.join_timer = self._loop.call_later(
+            group.join_timer = self._clock.call_later(
                 group.rebalance_timeout_ms() / 1000, self._complete_join, group
             )
             return
@@ -334,7 +334,7 @@ class GroupCoordinator(OffsetOps):
                 m.is_new = False
             group.pending_sync = set(group.members)
             gen = group.generation_id
-            group.sync_timer = self._loop.call_later(
+            group.sync_timer = self._clock.call_later(
                 group.rebalance_timeout_ms() / 1000, self._expire_pending_sync, group, gen
             )
         else:

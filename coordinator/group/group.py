@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from coordinator.group.records import OffsetCommitValue
 from kafka_wire.errors import ErrorCode
+from store.clock import TimerHandle
 
 
 class GroupState(enum.Enum):
@@ -68,7 +69,7 @@ class Member:
     is_new: bool = False
     join_waiter: asyncio.Future[JoinResult] | None = None
     sync_waiter: asyncio.Future[SyncResult] | None = None
-    heartbeat_timer: asyncio.TimerHandle | None = None
+    heartbeat_timer: TimerHandle | None = None
 
     @property
     def awaiting_join(self) -> bool:
@@ -120,15 +121,15 @@ class Group:
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.pending_members: dict[str, asyncio.TimerHandle | None] = {}  # MEMBER_ID_REQUIRED issued
+        self.pending_members: dict[str, TimerHandle | None] = {}  # MEMBER_ID_REQUIRED issued
         self.pending_sync: set[str] = set()
         self.new_member_added = False
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offsets: Counter[tuple[str, int]] = Counter()  # commits being written
-        self.join_timer: asyncio.TimerHandle | None = None
+        self.join_timer: TimerHandle | None = None
         self.initial_delay_remaining_ms = 0
         self.in_initial_delay = False
-        self.sync_timer: asyncio.TimerHandle | None = None
+        self.sync_timer: TimerHandle | None = None
         self.state_timestamp = -1
 
     # ---- state -------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from coordinator.group.records import (
 from coordinator.group.shard_log import ShardLog, ShardLogError
 from coordinator.group.stored import GroupLogReplay
 from kafka_wire.errors import ErrorCode
+from store.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +35,16 @@ def now_ms() -> int:
 
 
 class ShardState:
-    def __init__(self, shard: int, shard_log: ShardLog, config: GroupConfig | None = None) -> None:
+    def __init__(
+        self, shard: int, shard_log: ShardLog, config: GroupConfig | None = None, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.shard = shard
         self.log = shard_log
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
         self.active = False
         self._loop = asyncio.get_running_loop()
+        self._clock = clock  # session, rebalance and join timers
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -168,7 +172,7 @@ class ShardState:
     def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
         member.cancel_heartbeat()
         t = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        member.heartbeat_timer = self._loop.call_later(t / 1000, self._on_heartbeat_expired, group, member)
+        member.heartbeat_timer = self._clock.call_later(t / 1000, self._on_heartbeat_expired, group, member)
 
     def _on_heartbeat_expired(self, group: Group, member: Member) -> None:
         member.heartbeat_timer = None

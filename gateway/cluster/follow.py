@@ -6,18 +6,27 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from store.clock import SYSTEM_CLOCK, Clock
 from store.meta.api import MetaError, MetaStore, NoNodeError, SessionExpiredError, WatchEvent
+from store.retry import Backoff, Retry
 
 log = logging.getLogger(__name__)
 
-RETRY_DELAY = 0.5
+# While the store reconnects by itself after a connection loss.
+RETRY_BACKOFF = Backoff(initial=0.25, maximum=2.0)
 
 
 async def follow_children(
-    meta: MetaStore, path: str, handle: Callable[[list[str]], Awaitable[None]], *, stop: asyncio.Event
+    meta: MetaStore,
+    path: str,
+    handle: Callable[[list[str]], Awaitable[None]],
+    *,
+    stop: asyncio.Event,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> None:
     """Call `handle(children)` now and after every change, until `stop` is set or the session
     ends. A missing node counts as no children (its creation is watched)."""
+    retry = Retry(RETRY_BACKOFF, clock=clock)
     while not stop.is_set():
         fired = asyncio.Event()
 
@@ -32,12 +41,13 @@ async def follow_children(
                     continue  # created between the two calls
                 kids = []
             await handle(kids)
+            retry.reset()
         except SessionExpiredError:
             return
         except MetaError as e:
             # Connection trouble: retry (the store reconnects by itself).
             log.info("following %s: %s", path, e)
-            await asyncio.sleep(RETRY_DELAY)
+            await retry.pause()
             continue
         waiter = asyncio.ensure_future(fired.wait())
         stopper = asyncio.ensure_future(stop.wait())

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,9 @@ from gateway.errors import KafkaApiError
 from gateway.metrics import LEASES_GAINED, LEASES_LOST, PARTITIONS
 from gateway.partition.log import PartitionLog
 from kafka_wire.errors import ErrorCode
+from store.clock import SYSTEM_CLOCK, Clock
 from store.meta.api import MetaError, MetaStore, NoNodeError, NotEmptyError
+from store.retry import Backoff, Retry
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import ClusterView
@@ -39,8 +40,9 @@ Key = tuple[uuid.UUID, int]
 LogOpener = Callable[..., Awaitable["PartitionLog"]]
 
 RESYNC_INTERVAL = 5.0  # re-evaluate even without a watch event (a safety net)
-RETRY_BACKOFF = 1.0  # after an open failed or ownership was lost; doubles per failure
-MAX_BACKOFF = 30.0
+# Before a partition is tried again after its open failed (per consecutive failure) or its
+# ownership was lost (attempt 0); also after a failed reconciliation pass.
+RETRY_BACKOFF = Backoff(initial=1.0, maximum=30.0)
 MAX_PARALLEL_OPENS = 8
 
 
@@ -68,9 +70,11 @@ class PartitionManager:
         cache: EntryCache | None = None,
         replication: tuple[int, int, int] | None = None,
         opener: LogOpener | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """replication: (E, WQ, AQ) of new partition ledgers (the gateway's config); opener:
         how a partition log is opened (default PartitionLog.open; tests substitute it)."""
+        self._clock = clock
         self.meta = meta
         self.ledgers = ledgers
         self.topics = topics
@@ -185,6 +189,7 @@ class PartitionManager:
         return task
 
     async def _run(self) -> None:
+        retry = Retry(RETRY_BACKOFF, clock=self._clock)
         while not self._closed:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._dirty.wait(), RESYNC_INTERVAL)
@@ -193,11 +198,12 @@ class PartitionManager:
                 return
             try:
                 await self._reconcile(wait=False)
+                retry.reset()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("partition reconciliation failed")
-                await asyncio.sleep(RETRY_BACKOFF)
+                await retry.pause()
                 self._kick()
 
     async def _reconcile(self, *, wait: bool) -> None:
@@ -218,7 +224,7 @@ class PartitionManager:
             if not deleted and self.node_id not in live:
                 continue  # not registered (yet): keep serving what we hold
             started.append(self._start_release(key, delete=deleted))
-        now = time.monotonic()
+        now = self._clock.monotonic()
         for key, t in wanted.items():
             if key in self._logs or key in self._pending or key in self._releasing:
                 continue
@@ -232,7 +238,7 @@ class PartitionManager:
             await asyncio.gather(*started, return_exceptions=True)
 
     async def _kick_later(self, delay: float) -> None:
-        await asyncio.sleep(delay)
+        await self._clock.sleep(delay)
         self._kick()
 
     async def _acquire_quietly(self, topic: TopicInfo, partition: int) -> None:
@@ -279,7 +285,7 @@ class PartitionManager:
                     e,
                     exc_info=failures == 0,
                 )
-                self._not_before[key] = time.monotonic() + min(MAX_BACKOFF, RETRY_BACKOFF * 2**failures)
+                self._not_before[key] = self._clock.monotonic() + RETRY_BACKOFF.delay(failures)
                 with contextlib.suppress(MetaError):
                     await leases.release(self.meta, topic.topic_id, partition)
                 self.cluster.note_owner(topic.topic_id, partition, None)
@@ -346,7 +352,7 @@ class PartitionManager:
                     extra={"fields": {"event": "lease_lost", "node": self.node_id, "topic_id": key[0].hex,
                                       "partition": key[1]}})
         LEASES_LOST.inc()
-        self._not_before[key] = time.monotonic() + RETRY_BACKOFF
+        self._not_before[key] = self._clock.monotonic() + RETRY_BACKOFF.delay(0)
         self._start_release(key)
         self._kick()
 

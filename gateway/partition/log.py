@@ -35,6 +35,7 @@ from kafka_log.keys import L_EPOCH, L_EPOCHS, L_NEXT, L_PRODUCERS, L_START
 from kafka_log.view import KafkaLogView, batch_offsets
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import InvalidBatch, TimestampType, validate_produce_records
+from store.clock import SYSTEM_CLOCK, Clock
 from store.managed.cache import EntryCache
 from store.managed.errors import ManagedLogError
 from store.managed.log import ManagedLog
@@ -114,6 +115,7 @@ class PartitionLog:
         *,
         cache: EntryCache | None = None,
         replication: tuple[int, int, int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> PartitionLog:
         """Take ownership of the partition's segmented log: recover its tail, rebuild the
         indexes and producer state the previous owner did not persist, bump the leader epoch.
@@ -133,7 +135,9 @@ class PartitionLog:
                 holder[0]._on_roll()
             return {}
 
-        ml = await ManagedLog.open(meta, ledgers, name, config=cfg, cache=cache, new_ledger_props=on_new_ledger)
+        ml = await ManagedLog.open(
+            meta, ledgers, name, config=cfg, cache=cache, new_ledger_props=on_new_ledger, clock=clock
+        )
         self = cls(ml, topic, partition)
         holder.append(self)
         try:

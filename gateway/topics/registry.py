@@ -23,6 +23,7 @@ from gateway.errors import KafkaApiError
 from gateway.topics import configs as cfg
 from gateway.topics.naming import collision_key, invalid_reason
 from kafka_wire.errors import ErrorCode
+from store.clock import SYSTEM_CLOCK, Clock
 from store.meta.api import (
     BadVersionError,
     EventType,
@@ -32,9 +33,12 @@ from store.meta.api import (
     NoNodeError,
     WatchEvent,
 )
+from store.retry import Backoff, Retry
 
 log = logging.getLogger(__name__)
 
+# After a failed refresh (metadata store unreachable): the watches are re-armed by the retry.
+REFRESH_BACKOFF = Backoff(initial=0.5, maximum=5.0)
 MAX_PARTITIONS = 10_000  # a sanity cap: Kafka has none, but one request must not create millions
 
 
@@ -84,8 +88,9 @@ def check_configs(configs: dict[str, str | None]) -> dict[str, str]:
 
 
 class TopicRegistry:
-    def __init__(self, meta: MetaStore) -> None:
+    def __init__(self, meta: MetaStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._meta = meta
+        self._clock = clock
         self._by_name: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._listeners: list[Callable[[], None]] = []
@@ -301,18 +306,20 @@ class TopicRegistry:
         self._kick.set()
 
     async def _refresh_loop(self) -> None:
+        retry = Retry(REFRESH_BACKOFF, clock=self._clock)
         while not self._closed:
             await self._kick.wait()
             self._kick.clear()
             try:
                 await self._refresh()
+                retry.reset()
             except asyncio.CancelledError:
                 raise
             except (MetaError, OSError, ValueError) as e:
                 log.warning("topic registry refresh failed (retrying): %r", e)
                 self._children_watched = False
                 self._watched.clear()
-                await asyncio.sleep(1.0)
+                await retry.pause()
                 self._kick.set()
 
     async def _refresh(self) -> None:

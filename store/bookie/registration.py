@@ -21,11 +21,16 @@ from pathlib import Path
 
 from store import layout
 from store.bookie.journal import fsync_dir
+from store.clock import SYSTEM_CLOCK, Clock
 from store.meta.api import MetaStore, NodeExistsError, NoNodeError
+from store.retry import Backoff, Retry
 
 log = logging.getLogger(__name__)
 
 COOKIE_FILE = "cookie"
+# While another session still holds our availability node (a previous run whose session has
+# not expired yet), until stale_wait.
+STALE_BACKOFF = Backoff(initial=0.25, maximum=2.0)
 
 
 class CookieMismatchError(Exception):
@@ -118,9 +123,18 @@ class Registration:
     """The bookie's ephemeral availability node."""
 
     def __init__(
-        self, meta: MetaStore, address: str, rack: str | None, instance_id: str, data_dir: Path, journal_dir: Path
+        self,
+        meta: MetaStore,
+        address: str,
+        rack: str | None,
+        instance_id: str,
+        data_dir: Path,
+        journal_dir: Path,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.meta = meta
+        self.clock = clock
         self.address = address
         self.rack = rack
         self.instance_id = instance_id
@@ -144,7 +158,7 @@ class Registration:
 
     async def register(self, stale_wait: float = 30.0) -> None:
         data = await self._info()
-        deadline = asyncio.get_running_loop().time() + stale_wait
+        retry = Retry(STALE_BACKOFF, within=stale_wait, clock=self.clock)
         while True:
             try:
                 await self.meta.create(self.path, data, ephemeral=True, make_parents=True)
@@ -170,9 +184,8 @@ class Registration:
                 except NoNodeError:
                     pass
                 continue
-            if asyncio.get_running_loop().time() > deadline:
+            if not await retry.pause():
                 raise CookieMismatchError(f"{self.path} is registered by another instance ({other})")
-            await asyncio.sleep(0.5)
 
     async def refresh(self) -> None:
         await self.meta.set(self.path, await self._info())

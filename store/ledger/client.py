@@ -7,6 +7,7 @@ import logging
 import time
 
 from store import layout
+from store.clock import SYSTEM_CLOCK, Clock
 from store.ledger.env import BookieConns, LedgerEnv
 from store.ledger.errors import NoSuchLedgerError
 from store.ledger.fetch import bookie_lac
@@ -32,6 +33,7 @@ class LedgerClient:
         speculative_read_timeout: float = 0.2,
         bookies: BookieConns | None = None,
         explicit_lac_interval: float = 0.1,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """`bookies` overrides the connection pool (default: a store.bookie.client.BookiePool
         owned, and closed, by this client). explicit_lac_interval: a writer idle this long
@@ -52,6 +54,7 @@ class LedgerClient:
             add_timeout=add_timeout,
             read_timeout=read_timeout,
             speculative_read_timeout=speculative_read_timeout,
+            clock=clock,
         )
 
     async def create(

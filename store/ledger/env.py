@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from store import layout
+from store.clock import SYSTEM_CLOCK, Clock
 from store.ledger.errors import MetadataVersionError, NoSuchLedgerError
 from store.ledger.metadata import LedgerMetadata
 from store.ledger.placement import PlacementPolicy
@@ -42,6 +43,7 @@ class LedgerEnv:
     add_timeout: float
     read_timeout: float
     speculative_read_timeout: float
+    clock: Clock = SYSTEM_CLOCK  # timers and retry sleeps (a test may drive its own)
 
     async def read_metadata(self, ledger_id: int) -> LedgerMetadata:
         try:

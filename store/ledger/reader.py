@@ -9,6 +9,10 @@ from store.ledger.env import LedgerEnv
 from store.ledger.errors import LedgerError, ReadBeyondLacError
 from store.ledger.fetch import bookie_lac, read_entries, read_one
 from store.ledger.metadata import LedgerMetadata
+from store.retry import Backoff, Retry
+
+# A bookie without the ledger yet (or unreachable) is asked again soon: a tailing reader waits.
+LAC_POLL_BACKOFF = Backoff(initial=0.02, maximum=0.5)
 
 
 class LedgerReader:
@@ -102,13 +106,13 @@ class LedgerReader:
         """One bookie's long poll until `deadline`. A bookie that has no entry of the ledger
         yet, or cannot be reached, is asked again after a short backoff."""
         loop = asyncio.get_running_loop()
-        backoff = 0.02
+        retry = Retry(LAC_POLL_BACKOFF, within=deadline - loop.time(), clock=self._env.clock)
         while (left := deadline - loop.time()) > 0:
             try:
                 return await self._env.bookies.get(address).wait_lac(self.ledger_id, after, left)
             except (BookieError, OSError, TimeoutError):
-                await asyncio.sleep(min(backoff, max(deadline - loop.time(), 0)))
-                backoff = min(backoff * 2, 0.5)
+                if not await retry.pause():
+                    break
         return after
 
     async def close(self) -> None:

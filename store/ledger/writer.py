@@ -15,12 +15,12 @@ import asyncio
 import collections
 import functools
 import logging
-import time
 from typing import Any
 
 from store.bookie.entry import HEADER_SIZE, pack_entry
 from store.bookie.errors import FencedError
 from store.bookie.protocol import DEFAULT_MAX_FRAME
+from store.clock import TimerHandle
 from store.ledger.body import BODY_OVERHEAD, length_prefix
 from store.ledger.env import BookieConn, LedgerEnv
 from store.ledger.errors import (
@@ -34,12 +34,12 @@ from store.ledger.metadata import CLOSED, OPEN, LedgerMetadata
 from store.ledger.metrics import ENSEMBLE_CHANGES
 from store.ledger.placement import available_bookies
 from store.ledger.quorum import write_set
+from store.retry import Backoff, Retry
 
 log = logging.getLogger(__name__)
 
 # The largest payload one bookie frame can carry (frame, ledger id, entry and body headers).
 MAX_PAYLOAD = DEFAULT_MAX_FRAME - 64 - HEADER_SIZE - BODY_OVERHEAD
-_REPLACE_ATTEMPTS = 5  # placement retries (bookies may be re-registering) before giving up
 
 
 class _Add:
@@ -61,6 +61,7 @@ class LedgerWriter:
         if metadata.state != OPEN:
             raise LedgerClosedError(f"ledger {metadata.ledger_id} is {metadata.state}")
         self._env = env
+        self._clock = env.clock
         self.ledger_id = metadata.ledger_id
         self.metadata = metadata
         self.last_add_confirmed = metadata.ensembles[-1][0] - 1
@@ -89,8 +90,8 @@ class LedgerWriter:
         self._aborted = False
         self.explicit_lac_interval = explicit_lac_interval
         self._told_lac = self.last_add_confirmed  # highest LAC sent to any bookie
-        self._last_append = 0.0  # loop time of the last append
-        self._lac_timer: asyncio.TimerHandle | None = None
+        self._last_append = 0.0  # clock.monotonic() of the last append
+        self._lac_timer: TimerHandle | None = None
         self._lac_task: asyncio.Task[None] | None = None
 
     # -- adds -----------------------------------------------------------------------------
@@ -109,7 +110,7 @@ class LedgerWriter:
         lac = self.last_add_confirmed
         packed = pack_entry(self.ledger_id, eid, lac, payload, prefix=length_prefix(self._sent_length))
         self._told_lac = lac  # piggybacked (never decreases: LAC only grows)
-        self._last_append = loop.time()
+        self._last_append = self._clock.monotonic()
         add = _Add(eid, packed, len(payload), loop.create_future())
         self._pending.append(add)
         failed = self._failed_mask
@@ -120,7 +121,7 @@ class LedgerWriter:
 
     def _send(self, add: _Add, idx: int) -> None:
         if self._outstanding[idx] == 0:
-            self._progress[idx] = time.monotonic()
+            self._progress[idx] = self._clock.monotonic()
         self._outstanding[idx] += 1
         if self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(self._watch_stalls())
@@ -146,7 +147,7 @@ class LedgerWriter:
         if gen != self._gen[idx]:
             return
         self._outstanding[idx] -= 1
-        self._progress[idx] = time.monotonic()
+        self._progress[idx] = self._clock.monotonic()
         bit = 1 << idx
         if self._failed_mask & bit or add.acked & bit:
             return
@@ -171,7 +172,7 @@ class LedgerWriter:
     # -- explicit LAC for an idle writer ----------------------------------------------------
 
     def _schedule_lac(self, delay: float) -> None:
-        self._lac_timer = asyncio.get_running_loop().call_later(delay, self._lac_due)
+        self._lac_timer = self._clock.call_later(delay, self._lac_due)
 
     def _lac_due(self) -> None:
         self._lac_timer = None
@@ -180,7 +181,7 @@ class LedgerWriter:
         if self._lac_task is not None:  # the previous round is still out: check again later
             self._schedule_lac(self.explicit_lac_interval)
             return
-        idle = asyncio.get_running_loop().time() - self._last_append
+        idle = self._clock.monotonic() - self._last_append
         if idle < self.explicit_lac_interval:
             self._schedule_lac(self.explicit_lac_interval - idle)
             return
@@ -232,15 +233,15 @@ class LedgerWriter:
         while adds are in flight (an idle writer costs no wake-ups)."""
         timeout = self._env.add_timeout
         tick = min(timeout / 4, 0.25)
-        loop = asyncio.get_running_loop()
+        clock = self._clock
         while True:
-            woke_due = loop.time() + tick
-            await asyncio.sleep(tick)
+            woke_due = clock.monotonic() + tick
+            await clock.sleep(tick)
             if not any(self._outstanding):
                 self._watchdog = None
                 return
-            now = time.monotonic()
-            if loop.time() - woke_due > tick:
+            now = clock.monotonic()
+            if now - woke_due > tick:
                 # This process was not running (loop blocked, SIGSTOP): answers may be waiting
                 # unread in the sockets. Do not blame the bookies for our own pause.
                 self._progress = [now] * self._e
@@ -268,8 +269,10 @@ class LedgerWriter:
             self._change_task = asyncio.get_running_loop().create_task(self._change_ensemble())
 
     async def _change_ensemble(self) -> None:
+        # Bookies may be re-registering: placement is retried for up to add_timeout.
+        timeout = self._env.add_timeout
+        retry = Retry(Backoff(initial=timeout / 10, maximum=timeout / 5), within=timeout, clock=self._clock)
         try:
-            attempts = 0
             while self._failed_mask and self._error is None:
                 failed = [i for i in range(self._e) if self._failed_mask & (1 << i)]
                 md = self.metadata
@@ -290,11 +293,9 @@ class LedgerWriter:
                             # keep it and resend, rather than kill the ledger over a stall.
                             kept.append(i)
                 except NotEnoughBookiesError as exc:
-                    attempts += 1
-                    if attempts >= _REPLACE_ATTEMPTS:
+                    if not await retry.pause():
                         self._fail(exc)
                         return
-                    await asyncio.sleep(self._env.add_timeout / _REPLACE_ATTEMPTS)
                     continue
                 if ensemble != md.ensembles[-1][1]:
                     new_md = md.with_ensemble(self.last_add_confirmed + 1, ensemble)
@@ -322,7 +323,7 @@ class LedgerWriter:
                     log.warning(
                         "ledger %d: no spare bookie, retrying %s", self.ledger_id, [ensemble[i] for i in kept]
                     )
-                    await asyncio.sleep(self._env.add_timeout / _REPLACE_ATTEMPTS)
+                    await self._clock.sleep(retry.backoff.maximum)
                 for i in failed:
                     self._gen[i] += 1
                     self._outstanding[i] = 0

@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from store.clock import SYSTEM_CLOCK, Clock
 from store.ledger.errors import LedgerFencedError
 from store.managed.cache import EntryCache, default_cache
 from store.managed.config import LogConfig, should_roll
@@ -56,8 +56,10 @@ class ManagedLog(LogReads):
         writer: WriterLike,
         cache: EntryCache,
         new_ledger_props: Callable[[], dict[str, str]] | None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.meta = meta
+        self._clock = clock  # the age of the current ledger, and the timer that rolls it
         self.client = client
         self.name = name
         self.config = config
@@ -77,7 +79,7 @@ class ManagedLog(LogReads):
         # Current ledger: appends scheduled so far, its start, and appends queued during a roll.
         self._cur_entries = 0
         self._cur_bytes = 0
-        self._cur_started = time.monotonic()
+        self._cur_started = self._clock.monotonic()
         self._cur_first_ms = 0
         self._cur_last_ms = 0
         self._acked_since_tick = False  # the age timer stamps _cur_last_ms (1 s precision)
@@ -106,6 +108,7 @@ class ManagedLog(LogReads):
         cache: EntryCache | None = None,
         create: bool = True,
         new_ledger_props: Callable[[], dict[str, str]] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> ManagedLog:
         """Take ownership: fence and close the previous tail ledger, start a new ledger, and
         recover every durable cursor. `config` (if given) replaces the stored config.
@@ -121,6 +124,7 @@ class ManagedLog(LogReads):
             writer,
             cache if cache is not None else default_cache(),
             new_ledger_props,
+            clock,
         )
         try:
             await self._recover_cursors()
@@ -271,7 +275,7 @@ class ManagedLog(LogReads):
         # Age is the timer's job; count and size are checked here, cheaply.
         cfg = self.config
         if (self._cur_entries >= cfg.max_entries or self._cur_bytes >= cfg.max_bytes) and should_roll(
-            cfg, self._cur_entries, self._cur_bytes, time.monotonic() - self._cur_started
+            cfg, self._cur_entries, self._cur_bytes, self._clock.monotonic() - self._cur_started
         ):
             self._start_roll()
 
@@ -346,7 +350,7 @@ class ManagedLog(LogReads):
                 raise
         self._writer = new
         self._cur_entries = self._cur_bytes = 0
-        self._cur_started = time.monotonic()
+        self._cur_started = self._clock.monotonic()
         self._cur_first_ms = self._cur_last_ms = 0
         if self._last_confirmed == Position(old.ledger_id, -1):
             self._last_confirmed = Position(new.ledger_id, -1)
@@ -371,10 +375,10 @@ class ManagedLog(LogReads):
     async def _age_timer(self) -> None:
         period = max(0.05, min(1.0, self.config.max_age_s / 4))
         while not self._closed and self._failure is None:
-            await asyncio.sleep(period)
+            await self._clock.sleep(period)
             self._stamp_last()
             if self._rolling is None and should_roll(
-                self.config, self._cur_entries, self._cur_bytes, time.monotonic() - self._cur_started
+                self.config, self._cur_entries, self._cur_bytes, self._clock.monotonic() - self._cur_started
             ):
                 self._start_roll()
 

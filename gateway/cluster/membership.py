@@ -123,6 +123,10 @@ class ClusterView:
         self._owners: dict[uuid.UUID, dict[int, int]] = {}
         self._epochs: dict[tuple[uuid.UUID, int], int] = {}
         self._epoch_watched: set[tuple[uuid.UUID, int]] = set()
+        # Lease reads are numbered as issued; one is applied only if no later-issued read of
+        # the same lease was applied first (a slow read must not undo a newer epoch).
+        self._lease_reads = 0
+        self._lease_applied: dict[tuple[uuid.UUID, int], int] = {}
         self._followed_topics: set[str] = set()
         self._listeners: list[Callable[[], None]] = []
         self._stop = asyncio.Event()
@@ -309,9 +313,12 @@ class ClusterView:
 
         return handle
 
-    async def _read_lease(self, tid: uuid.UUID, partition: int) -> tuple[int, int] | None:
-        """(owner, leader epoch) of a lease, watching it for the epoch its owner publishes."""
+    async def _read_lease(self, tid: uuid.UUID, partition: int) -> tuple[int, tuple[int, int] | None]:
+        """(read number, (owner, leader epoch) or None) of a lease, watching it for the epoch its
+        owner publishes."""
         key = (tid, partition)
+        self._lease_reads += 1
+        ticket = self._lease_reads
         watch = None
         if key not in self._epoch_watched:
             self._epoch_watched.add(key)
@@ -325,42 +332,48 @@ class ClusterView:
             raw, _ = await self.meta.get(f"{paths.OWNERS}/{tid.hex}/{partition}", watch=watch)
         except NoNodeError:
             self._epoch_watched.discard(key)
-            return None
+            return ticket, None
         doc = json.loads(raw)
-        return int(doc["node_id"]), int(doc.get("leader_epoch", -1))
+        return ticket, (int(doc["node_id"]), int(doc.get("leader_epoch", -1)))
 
-    async def _reload_lease(self, tid: uuid.UUID, partition: int) -> None:
-        lease = await self._read_lease(tid, partition)
+    def _apply_lease(self, tid: uuid.UUID, partition: int, ticket: int, lease: tuple[int, int] | None) -> None:
+        key = (tid, partition)
+        if ticket < self._lease_applied.get(key, 0):
+            return  # issued before a read already applied: older news
+        self._lease_applied[key] = ticket
         owners = self._owners.setdefault(tid, {})
-        before = (owners.get(partition), self._epochs.get((tid, partition)))
         if lease is None:
             owners.pop(partition, None)
-            self._epochs.pop((tid, partition), None)
+            self._epochs.pop(key, None)
         else:
-            owners[partition], self._epochs[(tid, partition)] = lease
-        if before != (owners.get(partition), self._epochs.get((tid, partition))):
+            owners[partition], self._epochs[key] = lease
+
+    def _lease_state(self, tid: uuid.UUID) -> tuple[dict[int, int], dict[int, int]]:
+        return dict(self._owners.get(tid, {})), {p: e for (t, p), e in self._epochs.items() if t == tid}
+
+    async def _reload_lease(self, tid: uuid.UUID, partition: int) -> None:
+        ticket, lease = await self._read_lease(tid, partition)
+        before = self._lease_state(tid)
+        self._apply_lease(tid, partition, ticket, lease)
+        if before != self._lease_state(tid):
             self._notify()
 
     async def _on_leases(self, tid: uuid.UUID, parts: list[str], loaded: asyncio.Event) -> None:
-        owners: dict[int, int] = {}
-        epochs: dict[int, int] = {}
+        read: dict[int, tuple[int, tuple[int, int] | None]] = {}
 
         async def one(name: str) -> None:
             try:
-                lease = await self._read_lease(tid, int(name))
+                read[int(name)] = await self._read_lease(tid, int(name))
             except (ValueError, KeyError):
                 return
-            if lease is not None:
-                owners[int(name)], epochs[int(name)] = lease
 
         await asyncio.gather(*(one(n) for n in parts))
-        old_epochs = {p: e for (t, p), e in self._epochs.items() if t == tid}
-        changed = owners != self._owners.get(tid) or epochs != old_epochs
-        self._owners[tid] = owners
-        for p in old_epochs.keys() - epochs.keys():
-            self._epochs.pop((tid, p), None)
-        for p, e in epochs.items():
-            self._epochs[(tid, p)] = e
+        before = self._lease_state(tid)
+        for p in before[0].keys() - read.keys():
+            # Not listed: gone (a lease created since re-fires the children watch).
+            self._apply_lease(tid, p, self._lease_reads, None)
+        for p, (ticket, lease) in read.items():
+            self._apply_lease(tid, p, ticket, lease)
         loaded.set()
-        if changed:
+        if before != self._lease_state(tid):
             self._notify()

@@ -76,6 +76,16 @@ class Member:
                 return {int(p) for p in rest.split(",")} if rest else set()
         return None
 
+    def stats(self) -> dict[str, str]:
+        """The latest librdkafka statistics it printed (confluent members; {} before the first)."""
+        for line in reversed(self.snapshot()):
+            if line.startswith("STATS "):
+                return dict(kv.split("=", 1) for kv in line.split()[1:])
+        return {}
+
+    def heartbeats(self) -> int:
+        return int(self.stats().get("heartbeats", 0))
+
     def assign_count(self) -> int:
         return sum(1 for line in self.snapshot() if line.startswith("ASSIGN"))
 

@@ -5,7 +5,8 @@
 
 Prints one line per event, flushed: `ASSIGN p,p,...` whenever its assignment changes (after a
 rebalance), `MSG partition offset` per record processed (a commit follows each poll's records
-synchronously, so a record is printed before its offset is committed), `READY` once started.
+synchronously, so a record is printed before its offset is committed), `READY` once started;
+confluent also prints `STATS heartbeats=n rebalances=n join_state=s` from librdkafka's statistics.
 SIGTERM closes the consumer cleanly (leaving the group); SIGKILL is a crash.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
 from typing import Any
@@ -136,6 +138,15 @@ def run_confluent(a: argparse.Namespace) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     owned: set[int] = set()
+
+    def on_stats(raw: str) -> None:
+        # Heartbeats sent, and rebalances gone through: what a test needs to tell "nothing
+        # happened" from "nothing happened yet" without waiting for a duration.
+        s = json.loads(raw)
+        cgrp = s.get("cgrp") or {}
+        beats = sum(int((b.get("req") or {}).get("Heartbeat", 0)) for b in (s.get("brokers") or {}).values())
+        out(f"STATS heartbeats={beats} rebalances={cgrp.get('rebalance_cnt', 0)} join_state={cgrp.get('join_state', '')}")
+
     conf = {
         "bootstrap.servers": a.bootstrap,
         "group.id": a.group,
@@ -146,6 +157,8 @@ def run_confluent(a: argparse.Namespace) -> None:
         "heartbeat.interval.ms": 500,
         "partition.assignment.strategy": a.strategy,
         "topic.metadata.refresh.interval.ms": 2000,
+        "statistics.interval.ms": 200,
+        "stats_cb": on_stats,
     }
     if a.instance:
         conf["group.instance.id"] = a.instance

@@ -4,12 +4,18 @@ shortcuts to drive members through join/sync."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.coordinator import GroupCoordinator, JoinRequest
 from coordinator.group.group import JoinResult, SyncResult
 from coordinator.group.shard_log import ShardLog
 from kafka_wire.api import encode_versioned, schema_class
+from store.clock import SYSTEM_CLOCK, Clock
+from tests.support.clock import FakeClock
+
+T = TypeVar("T")
 
 FAST = GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=20)
 
@@ -45,8 +51,10 @@ def req(
     )
 
 
-async def make(log: ShardLog, config: GroupConfig = FAST, shard: int = 0) -> GroupCoordinator:
-    c = GroupCoordinator(shard, log, config)
+async def make(
+    log: ShardLog, config: GroupConfig = FAST, shard: int = 0, *, clock: Clock = SYSTEM_CLOCK
+) -> GroupCoordinator:
+    c = GroupCoordinator(shard, log, config, clock=clock)
     await c.load()
     return c
 
@@ -70,3 +78,14 @@ async def stable_group(c: GroupCoordinator, n: int, group: str = "g", **kw: obje
     synced = await sync_all(c, group, joined)
     assert [s.error for s in synced] == [0] * n
     return joined
+
+
+async def advance_until_done(clock: FakeClock, aw: Awaitable[T], step: float = 0.01, limit: float = 60.0) -> T:
+    """Await `aw` while moving the fake clock on in `step`s (its timers fire as they fall due)."""
+    task = asyncio.ensure_future(aw)
+    moved = 0.0
+    while not task.done():
+        assert moved < limit, f"not done after {limit} s of fake time"
+        await clock.advance(step)
+        moved += step
+    return task.result()

@@ -9,8 +9,19 @@ from coordinator.group.config import GroupConfig
 from coordinator.group.group import GroupState
 from coordinator.group.shard_log import ShardLogError
 from kafka_wire.errors import ErrorCode as E
-from tests.coordinator.helpers import FAST, join_all, make, req, stable_group, subscription, sync_all
+from tests.coordinator.helpers import (
+    FAST,
+    advance_until_done,
+    join_all,
+    make,
+    req,
+    stable_group,
+    subscription,
+    sync_all,
+)
 from tests.coordinator.shard_logs import MemoryShardLog
+from tests.support.clock import FakeClock
+from tests.support.wait import eventually
 
 
 async def test_member_id_required_then_single_member_group() -> None:
@@ -127,15 +138,15 @@ async def test_bad_input_error_codes() -> None:
 
 
 async def test_session_expiry_removes_member_and_rebalances() -> None:
-    c = await make(MemoryShardLog())
-    a, b = await stable_group(c, 2, session_ms=150)
+    clock = FakeClock()
+    c = await make(MemoryShardLog(), clock=clock)
+    a, b = await advance_until_done(clock, stable_group(c, 2, session_ms=150))
     # Only a heartbeats; b's session expires.
-    for _ in range(8):
-        await asyncio.sleep(0.05)
-        if c.heartbeat("g", 1, a.member_id, None) == E.REBALANCE_IN_PROGRESS:
-            break
-    else:
-        raise AssertionError("b never expired")
+    await clock.advance(0.1)
+    assert c.heartbeat("g", 1, a.member_id, None) == E.NONE
+    assert b.member_id in c.groups["g"].members
+    await clock.advance(0.1)
+    assert c.heartbeat("g", 1, a.member_id, None) == E.REBALANCE_IN_PROGRESS
     assert b.member_id not in c.groups["g"].members
     j = await c.join(req(member_id=a.member_id, session_ms=150))
     assert j.generation_id == 2 and [m[0] for m in j.members] == [a.member_id]
@@ -174,17 +185,25 @@ async def test_leave_batched_and_group_becomes_empty_and_stored() -> None:
     assert c.leave("g", [(d.member_id, None)]) == (E.NONE, [E.NONE])
     g = c.groups["g"]
     assert g.state is GroupState.EMPTY and g.generation_id == 3
-    await asyncio.sleep(0.01)
+
+    async def stored() -> bool:  # the empty generation is written in the background
+        g2 = (await make(log)).groups.get("g")
+        return g2 is not None and g2.generation_id == 3
+
+    await eventually(stored)
     c2 = await make(log)
     assert c2.groups["g"].state is GroupState.EMPTY and c2.groups["g"].generation_id == 3
 
 
 async def test_pending_member_that_never_returns_expires() -> None:
-    c = await make(MemoryShardLog())
+    clock = FakeClock()
+    c = await make(MemoryShardLog(), clock=clock)
     first = await c.join(req(require_known=True, session_ms=50))
     assert first.error == E.MEMBER_ID_REQUIRED
     assert first.member_id in c.groups["g"].pending_members
-    await asyncio.sleep(0.15)
+    await clock.advance(0.04)
+    assert first.member_id in c.groups["g"].pending_members
+    await clock.advance(0.02)
     assert "g" not in c.groups
 
 
@@ -239,10 +258,16 @@ async def test_admin_leave_by_instance_id() -> None:
 
 
 async def test_initial_rebalance_delay_collects_late_joiners() -> None:
-    c = await make(MemoryShardLog(), GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=100))
+    clock = FakeClock()
+    config = GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=100)
+    c = await make(MemoryShardLog(), config, clock=clock)
     first = asyncio.ensure_future(c.join(req(client="a")))
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
+    assert not first.done()
     second = asyncio.ensure_future(c.join(req(client="b")))
+    await clock.advance(0.05)  # the delay is extended: b came during it
+    assert not first.done() and not second.done()
+    await clock.advance(0.1)
     a, b = await first, await second
     assert a.generation_id == b.generation_id == 1  # one generation with both
 

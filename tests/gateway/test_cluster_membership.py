@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import json
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, cast
 
 import pytest
 
@@ -19,17 +21,7 @@ from gateway.cluster.membership import (
 )
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
-
-WAIT = 30.0
-
-
-async def eventually(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {WAIT} s")
-        await asyncio.sleep(0.05)
-
+from tests.support.wait import eventually
 
 Opener = Callable[[], Awaitable[MetaStore]]
 
@@ -118,3 +110,57 @@ async def test_stale_registration_of_same_address_is_replaced(open_store: Opener
     assert stat.ephemeral_owner == new.session_id
     assert [n.node_id for n in view.gateways()] == [5]
     await view.close()
+
+
+class HeldReads:
+    """A metadata store whose plain reads (no watch) of `hold` paths return what they read
+    only once `release` is set: a slow read, overtaken by a later one."""
+
+    def __init__(self, inner: MetaStore) -> None:
+        self.inner = inner
+        self.hold: set[str] = set()
+        self.held = 0
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def get(self, path: str, watch: Any = None) -> tuple[bytes, Any]:
+        got = await self.inner.get(path, watch=watch)
+        if watch is None and path in self.hold:
+            self.held += 1
+            await self.release.wait()
+        return got
+
+
+async def test_a_slow_lease_read_does_not_undo_a_newer_epoch(open_store: Opener) -> None:
+    # Regression: a re-read of every lease of a topic (after a children change) applied what it
+    # read even when a watch-triggered read of the same lease had meanwhile seen the owner's
+    # newly published epoch: the view kept the old epoch, and no further event corrected it.
+    m1, m2 = await open_store(), await open_store()
+    tid = uuid.uuid4()
+
+    def lease(epoch: int) -> bytes:
+        return json.dumps({"node_id": 2, "leader_epoch": epoch}).encode()
+
+    await m2.create(paths.owner(tid, 0), lease(-1), ephemeral=True, make_parents=True)
+    store = HeldReads(m1)
+    view = ClusterView(cast(MetaStore, store), GatewayNode(1, "127.0.0.1", 9001, None))
+    await view.start()
+    try:
+        await eventually(lambda: view.leader_of(tid, 0) == 2)
+        store.hold.add(paths.owner(tid, 0))
+        # Another lease appears: the view re-reads the topic's leases; partition 0's read
+        # (its watch is already set) sees epoch -1 and is held back.
+        await m2.create(paths.owner(tid, 1), lease(-1), ephemeral=True)
+        await eventually(lambda: store.held == 1)
+        # The owner publishes epoch 1 meanwhile: the watch fires and the view reads it.
+        _, stat = await m2.get(paths.owner(tid, 0))
+        await m2.set(paths.owner(tid, 0), lease(1), stat.version)
+        await eventually(lambda: view.leader_epoch_of(tid, 0) == 1)
+        store.release.set()
+        await eventually(lambda: view.leader_of(tid, 1) == 2)  # the held re-read is applied
+        assert view.leader_epoch_of(tid, 0) == 1
+        assert view.leader_epoch_of(tid, 1) == -1
+    finally:
+        await view.close()

@@ -5,7 +5,6 @@ tested here is who opens, closes and hands over which partition, and the leases.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,16 +20,7 @@ from gateway.topics.registry import TopicInfo, TopicRegistry
 from kafka_wire.errors import ErrorCode
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
-
-WAIT = 30.0
-
-
-async def eventually(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {WAIT} s")
-        await asyncio.sleep(0.05)
+from tests.support.wait import eventually
 
 
 @dataclass

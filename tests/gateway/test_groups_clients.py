@@ -4,7 +4,6 @@ membership."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -126,15 +125,20 @@ def test_static_member_restart_without_rebalance(gw: StandaloneGateway) -> None:
     restarted: Member | None = None
     try:
         wait_for(lambda: exact_cover([a, b], PARTITIONS), 60, "static group stable")
-        time.sleep(1.0)
-        before_b = b.assign_count()
+        # Settled: b heartbeats again (a reply answered before the next is sent) and is steady.
+        beats = b.heartbeats()
+        wait_for(lambda: b.heartbeats() >= beats + 2 and b.stats().get("join_state") == "steady", 60, "b steady")
+        before_b, rebalances_b = b.assign_count(), b.stats()["rebalances"]
         owned_a = a.assignment
         a.kill()  # crash; a static member's session outlives it, nobody rebalances
         restarted = Member("confluent", gw.bootstrap, topic, group, "--instance", "inst-a", *extra)
         r = restarted
         wait_for(lambda: r.assignment is not None, 60, "restarted member assigned")
         assert r.assignment == owned_a
-        time.sleep(2.0)
+        # A rebalance would reach b in a heartbeat reply: wait until b had two more answered.
+        beats = b.heartbeats()
+        wait_for(lambda: b.heartbeats() >= beats + 2, 60, "b heartbeats after the restart")
+        assert b.stats()["join_state"] == "steady" and b.stats()["rebalances"] == rebalances_b
         assert b.assign_count() == before_b, "the other member went through a rebalance"
         assert describe_member_count(gw.bootstrap, group) == 2
     finally:

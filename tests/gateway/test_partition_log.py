@@ -18,9 +18,12 @@ from kafka_log.index import P_COUNT, P_FIRST
 from kafka_log.view import batch_offsets
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import NewRecord, RecordBatch, TimestampType, build_batch, iter_batches
+from store.managed.metadata import LedgerInfo
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from tests.store.managed.fakes import FakeLedgerClient
+from tests.support.clock import FakeClock
+from tests.support.wait import eventually
 
 REPL = (1, 1, 1)
 
@@ -113,10 +116,14 @@ async def test_rollover_indexes_and_reopen(meta: MetaStore) -> None:
     p = await open_log(meta, client, t)
     for i in range(30):
         assert await produce(p, batch(2, ts=10_000 + 10 * i)) == 2 * i
-    await asyncio.sleep(0.05)  # rollovers and index persistence run in the background
+    await p.ml.flush()  # the last rollover
     assert len(p.ml.ledgers) > 3
-    finished = [li for li in p.ml.ledgers[:-1] if li.entries]
-    assert finished and all(P_FIRST in li.props for li in finished[:-1])
+
+    def indexes_persisted() -> bool:  # in the background, after each rollover
+        finished = [li for li in p.ml.ledgers[:-1] if li.entries]
+        return bool(finished) and all(P_FIRST in li.props for li in finished[:-1])
+
+    await eventually(indexes_persisted)
     for off in (0, 1, 17, 33, 59):
         got = await p.read(off, 1)
         assert off in offsets_of(got)
@@ -247,7 +254,7 @@ async def test_delete_records(meta: MetaStore) -> None:
     p = await open_log(meta, client, t)
     for _ in range(20):
         await produce(p, batch(2))
-    await asyncio.sleep(0.05)
+    await p.ml.flush()  # the last rollover
     ledgers_before = len(p.ml.ledgers)
     assert await p.delete_records(25) == 25
     assert p.log_start_offset == 25
@@ -287,7 +294,8 @@ async def test_retention_from_topic_config_keeps_closed_ledgers(meta: MetaStore)
     p = await open_log(meta, client, topic(**{"segment.bytes": "200"}))
     for _ in range(10):
         await produce(p, batch(1))
-    await asyncio.sleep(0.05)
+    await p.ml.flush()  # the last rollover
+    assert len([li for li in p.ml.ledgers if li.entries]) > 1
     await p.ml.trim()
     assert p.log_start_offset == 0 and offsets_of(await p.read(0, 1 << 20))[:1] == [0]
     await p.close()
@@ -307,14 +315,20 @@ def test_stored_batches_concatenate() -> None:
 
 async def test_age_rollover_persists_the_finished_index(meta: MetaStore) -> None:
     client = FakeLedgerClient()
-    p = await open_log(meta, client, topic(**{"segment.ms": "20"}))
+    clock = FakeClock()
+    p = await PartitionLog.open(meta, client, topic(**{"segment.ms": "20"}), 0, replication=REPL, clock=clock)
     for _ in range(3):
         await produce(p, batch(2))
-    for _ in range(100):  # the age timer rolls the ledger; no further append arrives
-        await asyncio.sleep(0.02)
-        done = [li for li in p.ml.ledgers[:-1] if li.entries]
-        if done and P_COUNT in done[0].props:
-            break
+    await clock.advance(0.01)
+    await p.ml.flush()
+    assert len(p.ml.ledgers) == 1  # younger than segment.ms: not rolled
+    await clock.advance(0.1)  # the age timer rolls the ledger; no further append arrives
+
+    def finished() -> list[LedgerInfo]:
+        return [li for li in p.ml.ledgers[:-1] if li.entries]
+
+    await eventually(lambda: bool(finished()) and P_COUNT in finished()[0].props)
+    done = finished()
     assert done[0].props[P_COUNT] == "3" and done[0].props[P_FIRST] == "0"
     reads = client.reads
     await p.close()
@@ -363,6 +377,6 @@ async def test_topic_config_changes_apply_to_the_open_log(meta: MetaStore) -> No
     assert (cfg.retention_ms, cfg.max_bytes, cfg.ack_quorum) == (1000, 300, 1)  # AQ is capped by WQ
     for _ in range(5):
         await produce(p, batch(3))
-    await asyncio.sleep(0.05)
+    await p.ml.flush()  # the last rollover
     assert len([li for li in p.ml.ledgers if li.entries]) > 1
     await p.close()

@@ -24,6 +24,7 @@ from store.bookie.errors import (
 )
 from store.bookie.server import BookieServer
 from store.bookie.storage import StorageConfig
+from tests.support.wait import eventually
 
 
 @pytest.fixture
@@ -94,11 +95,16 @@ async def test_errors_for_one_request_only(client: BookieClient) -> None:
     assert "checksum" in str(results[0])
 
 
+def parked_polls(server: BookieServer, ledger_id: int) -> int:
+    """LAC long polls the bookie holds for a ledger (known to it or not yet)."""
+    return len(server.bookie.storage.lac_polls.waiting.get(ledger_id, []))
+
+
 async def test_long_poll_wakes_on_add_and_times_out(client: BookieClient, server: BookieServer) -> None:
     await client.add(4, pack_entry(4, 0, -1, b"0"))
     assert await client.wait_lac(4, -1, 0.05) == -1  # LAC -1: nothing new within the timeout
     waiter = asyncio.create_task(client.wait_lac(4, -1, 30))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: parked_polls(server, 4) == 1)
     assert not waiter.done()
     await client.add(4, pack_entry(4, 1, 0, b"1"))  # carries LAC 0
     assert await asyncio.wait_for(waiter, 10) == 0
@@ -112,10 +118,10 @@ async def test_long_poll_on_unknown_ledger_parks_until_it_appears(
     assert await client.wait_lac(404, -1, 0.05) == -1  # times out like any poll
     assert server.bookie.storage.lac_polls.waiting == {}  # the timed-out poll left nothing behind
     waiter = asyncio.create_task(client.wait_lac(404, -1, 30))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: parked_polls(server, 404) == 1)
     assert not waiter.done()
     await client.add(404, pack_entry(404, 0, -1, b"0"))  # creates the ledger, LAC still -1
-    await asyncio.sleep(0.05)
+    assert 404 in server.bookie.storage.ledgers and parked_polls(server, 404) == 1  # still parked
     assert not waiter.done()
     await client.add(404, pack_entry(404, 1, 0, b"1"))
     assert await asyncio.wait_for(waiter, 10) == 0
@@ -126,7 +132,7 @@ async def test_long_poll_on_unknown_ledger_parks_until_it_appears(
         await client.read_lac(405)
     # A parked poll on a ledger that gets deleted fails; polls on deleted ledgers fail at once.
     parked = asyncio.create_task(client.wait_lac(406, -1, 30))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: parked_polls(server, 406) == 1)
     await client.delete_ledger(406)
     with pytest.raises(NoLedgerError):
         await asyncio.wait_for(parked, 10)
@@ -233,7 +239,8 @@ async def test_garbage_and_truncated_frames_while_another_client_is_served(
     _, status, rid, _body = await _response(reader)
     assert (status, rid) == (Status.OK, 77)
     writer.close()
-    await asyncio.sleep(0.05)
+    before = served
+    await eventually(lambda: served > before)  # still serving the steady client after all that
     stop.set()
     await task
     assert served > 0

@@ -56,14 +56,6 @@ class Events:
         return await asyncio.wait_for(self._queue.get(), WAIT)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {WAIT} s")
-        await asyncio.sleep(0.05)
-
-
 class ChildClient:
     """tests/store/meta/meta_child.py in a subprocess; lines in, lines out."""
 

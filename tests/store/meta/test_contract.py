@@ -18,8 +18,9 @@ from store.meta.api import (
     NotEmptyError,
     WatchEvent,
 )
+from tests.support.wait import eventually
 
-from .conftest import Events, StoreFactory, eventually
+from .conftest import Events, StoreFactory
 
 
 async def test_create_get_and_stat(open_store: StoreFactory) -> None:

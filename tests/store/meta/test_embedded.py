@@ -15,8 +15,9 @@ from store.meta.api import EventType, SessionExpiredError, WatchEvent
 from store.meta.embedded import EmbeddedMetaStore, parse_embedded_url
 from store.meta.factory import open_meta
 from store.meta.paths import ancestors, parent_of, validate_path
+from tests.support.wait import eventually
 
-from .conftest import ChildClient, Events, eventually
+from .conftest import ChildClient, Events
 
 Spawn = Callable[[str, float], ChildClient]
 

@@ -4,8 +4,6 @@ shortcuts to drive members through join/sync."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import TypeVar
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.coordinator import GroupCoordinator, JoinRequest
@@ -13,9 +11,6 @@ from coordinator.group.group import JoinResult, SyncResult
 from coordinator.group.shard_log import ShardLog
 from kafka_wire.api import encode_versioned, schema_class
 from store.clock import SYSTEM_CLOCK, Clock
-from tests.support.clock import FakeClock
-
-T = TypeVar("T")
 
 FAST = GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=20)
 
@@ -79,13 +74,3 @@ async def stable_group(c: GroupCoordinator, n: int, group: str = "g", **kw: obje
     assert [s.error for s in synced] == [0] * n
     return joined
 
-
-async def advance_until_done(clock: FakeClock, aw: Awaitable[T], step: float = 0.01, limit: float = 60.0) -> T:
-    """Await `aw` while moving the fake clock on in `step`s (its timers fire as they fall due)."""
-    task = asyncio.ensure_future(aw)
-    moved = 0.0
-    while not task.done():
-        assert moved < limit, f"not done after {limit} s of fake time"
-        await clock.advance(step)
-        moved += step
-    return task.result()

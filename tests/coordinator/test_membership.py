@@ -11,7 +11,6 @@ from coordinator.group.shard_log import ShardLogError
 from kafka_wire.errors import ErrorCode as E
 from tests.coordinator.helpers import (
     FAST,
-    advance_until_done,
     join_all,
     make,
     req,
@@ -140,7 +139,7 @@ async def test_bad_input_error_codes() -> None:
 async def test_session_expiry_removes_member_and_rebalances() -> None:
     clock = FakeClock()
     c = await make(MemoryShardLog(), clock=clock)
-    a, b = await advance_until_done(clock, stable_group(c, 2, session_ms=150))
+    a, b = await clock.run_until_done(stable_group(c, 2, session_ms=150))
     # Only a heartbeats; b's session expires.
     await clock.advance(0.1)
     assert c.heartbeat("g", 1, a.member_id, None) == E.NONE

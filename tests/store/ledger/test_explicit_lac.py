@@ -15,6 +15,7 @@ from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from tests.store.ledger.memory_bookies import MemoryBookies
 from tests.support.bookies import BookieCluster
+from tests.support.clock import FakeClock
 
 N = 20
 
@@ -91,10 +92,11 @@ async def test_disabled_keeps_the_lac_one_behind(
 ) -> None:
     url, store = meta
     await bookie_cluster(3, url)
-    wc, rc = LedgerClient(store, explicit_lac_interval=0), LedgerClient(store)
+    clock = FakeClock()
+    wc, rc = LedgerClient(store, explicit_lac_interval=0, clock=clock), LedgerClient(store)
     try:
         _, lid = await _fill(wc)
-        await asyncio.sleep(0.5)  # five 0.1 s intervals: an explicit LAC would be there by now
+        await clock.advance(0.5)  # five 0.1 s intervals: an explicit LAC would be there by now
         assert (await rc.open(lid, recovery=False)).last_add_confirmed == N - 2
     finally:
         await wc.close()
@@ -128,12 +130,16 @@ async def _until(cond: Callable[[], bool], within: float = 5.0) -> None:
 async def test_idle_writer_sends_its_lac_once_to_the_whole_ensemble(
     meta: tuple[str, MetaStore], bookies: MemoryBookies
 ) -> None:
-    lc = LedgerClient(meta[1], bookies=bookies, explicit_lac_interval=0.05)
+    clock = FakeClock()
+    lc = LedgerClient(meta[1], bookies=bookies, explicit_lac_interval=0.05, clock=clock)
     w = await lc.create(3, 2, 2)
     await asyncio.gather(*(w.append(b"x%d" % i) for i in range(10)))
+    await clock.advance(0.04)
+    assert _lacs(bookies, w.ledger_id) == [-1, -1, -1]  # not idle for an interval yet
+    await clock.advance(0.01)
     await _until(lambda: _lacs(bookies, w.ledger_id) == [9, 9, 9])
     assert _lacs(bookies, w.ledger_id) == [9, 9, 9]
-    await asyncio.sleep(0.3)  # idle with nothing new: no more WRITE_LACs
+    await clock.advance(0.3)  # idle with nothing new: no more WRITE_LACs
     assert sum(b.write_lacs for b in bookies.bookies.values()) == 3
     await w.close()
     await lc.close()
@@ -142,17 +148,19 @@ async def test_idle_writer_sends_its_lac_once_to_the_whole_ensemble(
 async def test_explicit_lac_never_names_an_unacked_entry(
     meta: tuple[str, MetaStore], bookies: MemoryBookies
 ) -> None:
-    lc = LedgerClient(meta[1], bookies=bookies, explicit_lac_interval=0.02)
+    clock = FakeClock()
+    lc = LedgerClient(meta[1], bookies=bookies, explicit_lac_interval=0.02, clock=clock)
     w = await lc.create(3, 3, 2)
     ensemble = w.metadata.ensembles[-1][1]
     for a in ensemble[1:]:
         bookies.get(a).add_delay = 0.6  # only one bookie has the entries for a while: AQ=2 unmet
     futs = [w.append(b"x%d" % i) for i in range(5)]
     await _until(lambda: len(bookies.get(ensemble[0]).ledgers.get(w.ledger_id, {})) == 5)
-    await asyncio.sleep(0.3)  # many intervals, idle, entries on one bookie: still nothing to tell
+    await clock.advance(0.3)  # many intervals, idle, entries on one bookie: still nothing to tell
     assert not any(f.done() for f in futs)
     assert _lacs(bookies, w.ledger_id) == [-1, -1, -1]
     assert await asyncio.gather(*futs) == [0, 1, 2, 3, 4]
+    await clock.advance(0.02)
     await _until(lambda: _lacs(bookies, w.ledger_id) == [4, 4, 4])
     assert _lacs(bookies, w.ledger_id) == [4, 4, 4]
     await w.close()
@@ -162,18 +170,21 @@ async def test_explicit_lac_never_names_an_unacked_entry(
 async def test_write_lac_failures_never_fail_the_writer(
     meta: tuple[str, MetaStore], bookies: MemoryBookies
 ) -> None:
-    lc = LedgerClient(meta[1], bookies=bookies, explicit_lac_interval=0.02)
+    clock = FakeClock()
+    lc = LedgerClient(meta[1], bookies=bookies, explicit_lac_interval=0.02, clock=clock)
     w = await lc.create(3, 3, 2)
     ensemble = w.metadata.ensembles[-1][1]
     await w.append(b"a")
     down = bookies.get(ensemble[0])
     down.down = True  # WRITE_LAC to it fails; the others still get it
     in_order = lambda: [bookies.get(a).explicit_lac.get(w.ledger_id, -1) for a in ensemble]  # noqa: E731
+    await clock.advance(0.02)
     await _until(lambda: in_order() == [-1, 0, 0])
     assert in_order() == [-1, 0, 0]
     down.down = False
     assert await w.append(b"b") == 1  # not failed, no ensemble change
     assert w.metadata.ensembles[-1][1] == ensemble
+    await clock.advance(0.02)
     await _until(lambda: _lacs(bookies, w.ledger_id) == [1, 1, 1])
     assert _lacs(bookies, w.ledger_id) == [1, 1, 1]
     # Fenced meanwhile (recovery by another client): the WRITE_LAC is refused quietly; the
@@ -181,7 +192,7 @@ async def test_write_lac_failures_never_fail_the_writer(
     assert await w.append(b"c") == 2
     for b in bookies.bookies.values():  # before the writer's timer fires (no await since the ack)
         b.fenced.add(w.ledger_id)
-    await asyncio.sleep(0.2)
+    await clock.advance(0.2)  # the timer fires: WRITE_LACs sent and refused
     assert _lacs(bookies, w.ledger_id) == [1, 1, 1]  # refused
     assert w.last_add_confirmed == 2
     with pytest.raises(LedgerFencedError):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from store.bookie.entry import pack_entry
+from store.clock import SYSTEM_CLOCK, Clock
 from store.ledger import (
     LedgerClient,
     LedgerClosedError,
@@ -21,6 +22,7 @@ from store.ledger.metadata import CLOSED
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from tests.store.ledger.memory_bookies import MemoryBookies
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture
@@ -46,6 +48,7 @@ def _client(
     read_timeout: float = 5.0,
     speculative_read_timeout: float = 0.2,
     explicit_lac_interval: float = 0.1,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> LedgerClient:
     return LedgerClient(
         meta,
@@ -54,6 +57,7 @@ def _client(
         read_timeout=read_timeout,
         speculative_read_timeout=speculative_read_timeout,
         explicit_lac_interval=explicit_lac_interval,
+        clock=clock,
     )
 
 
@@ -374,15 +378,18 @@ async def test_writer_fails_when_no_replacement_bookie(meta: MetaStore) -> None:
 async def test_stalled_bookie_without_spare_is_retried_in_place(meta: MetaStore) -> None:
     b = MemoryBookies(3)
     await b.register(meta)
-    lc = _client(meta, b, add_timeout=0.2)
+    clock = FakeClock()
+    lc = _client(meta, b, add_timeout=0.2, clock=clock)
     w = await lc.create(3, 3, 3)
     stalled = b.get(w.metadata.ensembles[0][1][1])
     stalled.hang = True
     futs = [w.append(b"%d" % i) for i in range(5)]
-    await asyncio.sleep(0.6)  # several add timeouts: no spare bookie, so it is kept and retried
+    for _ in range(6):  # several add timeouts: no spare bookie, so it is kept and retried
+        await clock.advance(0.1)
     assert not any(f.done() for f in futs)
+    assert w.metadata.ensembles == [(0, w.metadata.ensembles[0][1])]  # never replaced
     stalled.hang = False
-    assert await asyncio.gather(*futs) == list(range(5))
+    assert await clock.run_until_done(asyncio.gather(*futs)) == list(range(5))
     await w.close()
     md = await lc.metadata(w.ledger_id)
     assert md.ensembles == [(0, w.metadata.ensembles[0][1])] and md.last_entry_id == 4

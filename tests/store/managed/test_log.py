@@ -15,6 +15,7 @@ from store.managed.names import log_path
 from store.managed.position import Position
 from store.meta.api import MetaStore
 from tests.store.managed.fakes import FakeLedgerClient
+from tests.support.clock import FakeClock
 
 CFG = LogConfig(
     ensemble_size=1,
@@ -82,15 +83,21 @@ async def test_roll_by_size_and_by_age(meta: MetaStore, fake_client: FakeLedgerC
     cfg = LogConfig(
         ensemble_size=1, write_quorum=1, ack_quorum=1, max_bytes=1000, max_age_s=0.3, retention_ms=-1
     )
-    mlog = await ManagedLog.open(meta, fake_client, "s", config=cfg, cache=EntryCache())
+    clock = FakeClock()
+    mlog = await ManagedLog.open(meta, fake_client, "s", config=cfg, cache=EntryCache(), clock=clock)
     await _append_all(mlog, [bytes(300)] * 7)  # 4 per ledger (1200 >= 1000)
     await mlog.flush()
     assert [li.entries for li in mlog.ledgers] == [4, 3]
     first = mlog.current_ledger_id
-    await asyncio.sleep(0.8)  # the age timer rolls the non-empty ledger without any append
+    await clock.advance(0.2)
+    await mlog.flush()
+    assert mlog.current_ledger_id == first  # younger than max_age_s
+    await clock.advance(0.2)  # the age timer rolls the non-empty ledger without any append
+    await mlog.flush()
     assert mlog.current_ledger_id != first and mlog.ledgers[-2].entries == 3
     cur = mlog.current_ledger_id
-    await asyncio.sleep(0.5)  # an empty ledger never rolls
+    await clock.advance(1.0)  # an empty ledger never rolls
+    await mlog.flush()
     assert mlog.current_ledger_id == cur
     await mlog.close()
 

@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.support.zookeeper", "tests.support.bookies", "tests.support.gateway"]
+pytest_plugins = ["tests.support.zookeeper", "tests.support.bookies", "tests.support.gateway", "tests.support.seaweed"]

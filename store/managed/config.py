@@ -24,6 +24,12 @@ class LogConfig:
     # (both -1: keep forever). Pulsar's default is 0/0: delete as soon as consumed.
     retention_ms: int = 0
     retention_bytes: int = -1
+    # Offload (store/offload): closed ledgers go to the offload tier, oldest first, once the
+    # closed ledgers newer than them hold more than offload_bytes (-1: no size rule), or once
+    # older than offload_ms (-1: no age rule). Nothing is offloaded unless `offload`.
+    offload: bool = False
+    offload_bytes: int = -1
+    offload_ms: int = -1
     # Empty ledgers recovered at takeover are deleted only this long after (see LogMetadata).
     deferred_delete_s: float = 300.0
     # Cursor ledgers (one per durable cursor).

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from store.clock import SYSTEM_CLOCK, Clock
-from store.ledger.errors import LedgerFencedError
+from store.ledger.errors import LedgerFencedError, NoSuchLedgerError
 from store.managed.cache import EntryCache, default_cache
 from store.managed.config import LogConfig, should_roll
 from store.managed.cursor import ManagedCursor
@@ -30,17 +31,33 @@ from store.managed.errors import (
 )
 from store.managed.ledgers import LedgerClientLike, WriterLike
 from store.managed.log_reads import DEFAULT_MAX_READ_BYTES, LogReads
-from store.managed.metadata import LedgerInfo, LogMetadata
+from store.managed.metadata import LedgerInfo, LogMetadata, OffloadInfo
 from store.managed.names import cursor_path, cursors_path, decode_name, log_path
 from store.managed.ownership import LEDGER_PROP_LOG, best_effort, delete_log, now_ms, take_ownership
 from store.managed.position import Position
+from store.managed.reader import OffloadedSource
 from store.managed.reads import BookieReads
 from store.managed.retention import consumed_prefix, select_for_deletion
 from store.meta.api import BadVersionError, MetaStore, NoNodeError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MAX_READ_BYTES", "ManagedLog", "delete_log"]
+__all__ = ["DEFAULT_MAX_READ_BYTES", "ManagedLog", "OffloadConflictError", "delete_log"]
+
+
+class OffloadConflictError(ManagedLogError):
+    """The ledger was trimmed or already offloaded by another attempt meanwhile."""
+
+
+class OffloaderLike(Protocol):
+    """The owner-side offload driver (store/offload/offloader.py's Offloader)."""
+
+    @property
+    def tier(self) -> OffloadedSource: ...
+
+    def schedule(self, ml: ManagedLog) -> None: ...
+
+    async def delete_objects(self, info: OffloadInfo) -> None: ...
 
 
 class ManagedLog(LogReads):
@@ -57,9 +74,12 @@ class ManagedLog(LogReads):
         cache: EntryCache,
         new_ledger_props: Callable[[], dict[str, str]] | None,
         clock: Clock = SYSTEM_CLOCK,
+        offloader: OffloaderLike | None = None,
     ) -> None:
         self.meta = meta
         self._clock = clock  # the age of the current ledger, and the timer that rolls it
+        self.offloader = offloader
+        self._offloaded = offloader.tier if offloader is not None else None
         self.client = client
         self.name = name
         self.config = config
@@ -109,11 +129,14 @@ class ManagedLog(LogReads):
         create: bool = True,
         new_ledger_props: Callable[[], dict[str, str]] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        offloader: OffloaderLike | None = None,
     ) -> ManagedLog:
         """Take ownership: fence and close the previous tail ledger, start a new ledger, and
         recover every durable cursor. `config` (if given) replaces the stored config.
         `new_ledger_props` is called whenever a new ledger starts (at open and at each
-        rollover, before any entry goes to it): its result becomes that ledger's props."""
+        rollover, before any entry goes to it): its result becomes that ledger's props.
+        `offloader` copies closed ledgers to an offload tier by the config's policy (run after
+        each rollover and on the age timer, off the append path) and serves them back."""
         md, cfg, writer = await take_ownership(meta, client, name, config, create, new_ledger_props)
         self = cls(
             meta,
@@ -125,6 +148,7 @@ class ManagedLog(LogReads):
             cache if cache is not None else default_cache(),
             new_ledger_props,
             clock,
+            offloader,
         )
         try:
             await self._recover_cursors()
@@ -164,6 +188,11 @@ class ManagedLog(LogReads):
     @property
     def fenced(self) -> bool:
         return isinstance(self._failure, OwnershipLostError)
+
+    @property
+    def active(self) -> bool:
+        """Still owned and open (background work stops once not)."""
+        return self._failure is None and not self._closed
 
     def add_ownership_listener(self, cb: Callable[[ManagedLogError], None]) -> None:
         """Called once when this handle stops writing (ownership lost or write failure)."""
@@ -319,6 +348,11 @@ class ManagedLog(LogReads):
             self._submit(payload, out)
         if self._failure is None:
             self.schedule_trim()
+            self.schedule_offload()
+
+    def schedule_offload(self) -> None:
+        if self.offloader is not None and self._failure is None and not self._closed:
+            self.offloader.schedule(self)
 
     async def _do_roll(self) -> None:
         old = self._writer
@@ -374,9 +408,13 @@ class ManagedLog(LogReads):
 
     async def _age_timer(self) -> None:
         period = max(0.05, min(1.0, self.config.max_age_s / 4))
+        ticks = 0
         while not self._closed and self._failure is None:
             await self._clock.sleep(period)
             self._stamp_last()
+            ticks += 1
+            if ticks % 30 == 0:  # offload by age and bookie deletion after the lag
+                self.schedule_offload()
             if self._rolling is None and should_roll(
                 self.config, self._cur_entries, self._cur_bytes, self._clock.monotonic() - self._cur_started
             ):
@@ -461,11 +499,59 @@ class ManagedLog(LogReads):
         async with self._meta_lock:
             await self._cas(mutate)
 
+    # ---- offload ------------------------------------------------------------------------
+
+    async def record_offload(self, ledger_id: int, info: OffloadInfo) -> None:
+        """Switch a closed ledger's location to its verified offloaded copy (compare-and-set).
+        OffloadConflictError if it was trimmed or another attempt recorded a copy first."""
+
+        def mutate(md: LogMetadata) -> None:
+            for li in md.ledgers:
+                if li.ledger_id == ledger_id:
+                    if not li.closed or li.offload is not None:
+                        raise OffloadConflictError(f"ledger {ledger_id} is open or already offloaded")
+                    li.offload = info
+                    return
+            raise OffloadConflictError(f"ledger {ledger_id} is no longer in log {self.name!r}")
+
+        async with self._meta_lock:
+            await self._cas(mutate)
+
+    async def delete_bookie_copy(self, ledger_id: int, after_delete: Callable[[], None] | None = None) -> None:
+        """Delete an offloaded ledger's bookie copy, then record that it is gone. The delete is
+        idempotent, so a crash between the two steps is finished by the next pass."""
+        li = next((x for x in self._md.ledgers if x.ledger_id == ledger_id), None)
+        if li is None or li.offload is None or li.offload.bookie_deleted:
+            return
+        self._reads.forget(ledger_id)
+        self._cache.invalidate(self._token, ledger_id)
+        try:
+            await self.client.delete(ledger_id)
+        except NoSuchLedgerError:
+            pass
+        if after_delete is not None:
+            after_delete()  # a test hook (store/offload/crash.py)
+
+        def mutate(md: LogMetadata) -> None:
+            for x in md.ledgers:
+                if x.ledger_id == ledger_id and x.offload is not None:
+                    x.offload = dataclasses.replace(x.offload, bookie_deleted=True)
+
+        async with self._meta_lock:
+            await self._cas(mutate)
+
     # ---- retention --------------------------------------------------------------------
 
     def schedule_trim(self) -> None:
         if self._failure is None and not self._closed and (self._trim_task is None or self._trim_task.done()):
             self._trim_task = asyncio.get_running_loop().create_task(self._trim_quietly())
+
+    async def wait_trimmed(self) -> None:
+        """Until a background retention pass in progress (if any) has finished."""
+        t = self._trim_task
+        if t is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(t)
 
     async def _trim_quietly(self) -> None:
         try:
@@ -497,6 +583,7 @@ class ManagedLog(LogReads):
             if not doomed and not due:
                 return []
             gone = set(doomed) | set(due)
+            offloaded = {li.ledger_id: li.offload for li in self._md.ledgers if li.ledger_id in gone and li.offload}
 
             def mutate(md: LogMetadata) -> None:
                 md.ledgers = [li for li in md.ledgers if li.ledger_id not in gone]
@@ -507,7 +594,11 @@ class ManagedLog(LogReads):
         for lid in doomed:
             self._cache.invalidate(self._token, lid)
             self._reads.forget(lid)
-            await best_effort(self.client.delete(lid), f"delete ledger {lid}")
+            info = offloaded.get(lid)
+            if info is None or not info.bookie_deleted:
+                await best_effort(self.client.delete(lid), f"delete ledger {lid}")
+            if info is not None and self.offloader is not None:
+                await best_effort(self.offloader.delete_objects(info), f"delete offloaded ledger {lid}")
         log.debug("log %s trimmed ledgers %s", self.name, doomed)
         return doomed
 

@@ -12,6 +12,31 @@ from store.managed.position import Position
 _FORMAT = 1
 
 
+@dataclass(frozen=True)
+class OffloadInfo:
+    """Where a closed ledger's offloaded copy lives (store/offload): its data and index objects
+    in the tier named by `driver`. Set by one compare-and-set once the copy is verified, so a
+    ledger is either on bookies alone or also offloaded, never half; `bookie_deleted` once the
+    bookie copy is gone (after quire.offload.deletion.lag.ms): from then on only the tier has it."""
+
+    driver: str  # "fs" or "s3"
+    data: str  # object keys
+    index: str
+    size: int  # data object length
+    digest: str  # sha256 of the data object
+    at_ms: int  # when the copy was recorded
+    bookie_deleted: bool = False
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"driver": self.driver, "data": self.data, "index": self.index, "size": self.size,
+                "digest": self.digest, "at_ms": self.at_ms, "bk_deleted": self.bookie_deleted}
+
+    @classmethod
+    def from_doc(cls, d: dict[str, Any]) -> OffloadInfo:
+        return cls(str(d["driver"]), str(d["data"]), str(d["index"]), int(d["size"]), str(d["digest"]),
+                   int(d["at_ms"]), bool(d.get("bk_deleted", False)))
+
+
 @dataclass
 class LedgerInfo:
     ledger_id: int
@@ -21,12 +46,15 @@ class LedgerInfo:
     last_ms: int = 0
     props: dict[str, str] = field(default_factory=dict)
     closed: bool = False
+    offload: OffloadInfo | None = None  # set once a verified offloaded copy exists
 
     def to_doc(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.ledger_id, "entries": self.entries, "size": self.size}
         d.update(first_ms=self.first_ms, last_ms=self.last_ms, closed=self.closed)
         if self.props:
             d["props"] = self.props
+        if self.offload is not None:
+            d["offload"] = self.offload.to_doc()
         return d
 
     @classmethod
@@ -39,6 +67,7 @@ class LedgerInfo:
             last_ms=int(d.get("last_ms", 0)),
             props={str(k): str(v) for k, v in d.get("props", {}).items()},
             closed=bool(d.get("closed", False)),
+            offload=OffloadInfo.from_doc(d["offload"]) if "offload" in d else None,
         )
 
     def copy(self) -> LedgerInfo:
@@ -50,6 +79,7 @@ class LedgerInfo:
             self.last_ms,
             dict(self.props),
             self.closed,
+            self.offload,
         )
 
 

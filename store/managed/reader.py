@@ -2,17 +2,27 @@
 own view of what is confirmed, and its entry cache) and a non-owning mode (ManagedLogReader:
 batch jobs and tools, which fence nothing and ask bookies how far an open ledger is
 confirmed). Either way, entries come in order, skipping ledger ends and truncated or deleted
-ledgers, from the cache when it has them, else from bookies in large ranges with read-ahead."""
+ledgers, from the cache when it has them, else from where the ledger lives: its offloaded copy
+(store/offload) once its metadata names one, or bookies, in large ranges with read-ahead."""
 
 from __future__ import annotations
 
 import bisect
+from typing import Protocol
 
-from store.managed.metadata import LogMetadata
+from store.managed.metadata import LedgerInfo, LogMetadata, OffloadInfo
 from store.managed.position import Entry, Position
 from store.managed.reads import BookieReads
 
 DEFAULT_MAX_READ_BYTES = 1 << 20
+
+
+class OffloadedSource(Protocol):
+    """Reads an offloaded ledger's entries (store/offload/tier.py's Tier)."""
+
+    driver: str
+
+    async def read(self, info: OffloadInfo, first: int, last: int, max_bytes: int) -> list[bytes]: ...
 
 
 class LogReader:
@@ -21,6 +31,19 @@ class LogReader:
     _md: LogMetadata
     _ids: list[int]
     _reads: BookieReads
+    _offloaded: OffloadedSource | None = None
+
+    def _source(self, li: LedgerInfo) -> OffloadedSource | None:
+        """The tier serving this ledger, or None for bookies. Offloaded copies are read first
+        (Pulsar's tiered-storage-first): catch-up reads then never compete with the journal."""
+        off, src = li.offload, self._offloaded
+        if off is None:
+            return None
+        if src is not None and src.driver == off.driver:
+            return src
+        if off.bookie_deleted:
+            raise RuntimeError(f"ledger {li.ledger_id} lives in offload tier {off.driver!r}, not configured here")
+        return None
 
     @property
     def start(self) -> Position:
@@ -60,9 +83,13 @@ class LogReader:
             data = self._cached(lid, entry, want, budget)
             if not data:
                 li = self._md.ledgers[i]
-                avg = li.size // li.entries if li.entries else 1024
-                is_open = i == len(ids) - 1 and not li.closed
-                data = await self._reads.read(lid, entry, want, last, budget, avg, is_open=is_open)
+                src = self._source(li)
+                if src is not None and li.offload is not None:
+                    data = await src.read(li.offload, entry, want, budget)
+                else:
+                    avg = li.size // li.entries if li.entries else 1024
+                    is_open = i == len(ids) - 1 and not li.closed
+                    data = await self._reads.read(lid, entry, want, last, budget, avg, is_open=is_open)
                 if not data:
                     break
             for k, d in enumerate(data):

@@ -10,7 +10,7 @@ from store.managed.ledgers import LedgerClientLike
 from store.managed.metadata import LedgerInfo, LogMetadata
 from store.managed.names import log_path
 from store.managed.position import Entry, Position
-from store.managed.reader import LogReader
+from store.managed.reader import LogReader, OffloadedSource
 from store.managed.reads import BookieReads
 from store.meta.api import MetaStore, NoNodeError
 
@@ -18,8 +18,11 @@ MAX_UNCONFIRMED = 1000  # entries probed past an open ledger's LAC (a writer's i
 
 
 class ManagedLogReader(LogReader):
-    def __init__(self, meta: MetaStore, client: LedgerClientLike, name: str) -> None:
+    def __init__(
+        self, meta: MetaStore, client: LedgerClientLike, name: str, offloaded: OffloadedSource | None = None
+    ) -> None:
         self.meta = meta
+        self._offloaded = offloaded
         self.client = client
         self.name = name
         self._md = LogMetadata()
@@ -27,9 +30,11 @@ class ManagedLogReader(LogReader):
         self._reads = BookieReads(client)
 
     @classmethod
-    async def open(cls, meta: MetaStore, client: LedgerClientLike, name: str) -> ManagedLogReader:
-        """NoSuchLogError if there is no such log."""
-        self = cls(meta, client, name)
+    async def open(
+        cls, meta: MetaStore, client: LedgerClientLike, name: str, offloaded: OffloadedSource | None = None
+    ) -> ManagedLogReader:
+        """NoSuchLogError if there is no such log. `offloaded` serves ledgers offloaded to it."""
+        self = cls(meta, client, name, offloaded)
         await self.refresh()
         return self
 

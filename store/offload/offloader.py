@@ -1,0 +1,180 @@
+"""The owner-side offload driver of segmented logs.
+
+Per ledger: copy it to the tier and verify the copy (Tier.copy_ledger), then switch the log's
+metadata to the offloaded location with one compare-and-set (ManagedLog.record_offload), then,
+after quire.offload.deletion.lag.ms, delete the bookie copy. A crash before the switch leaves
+the ledger on bookies with unnamed objects (removed by `cleanup`); after it, the ledger is
+offloaded, its bookie copy deleted by a later pass. Runs in the background of the owner,
+never on the append path, retrying with backoff while the tier is unreachable."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from store.layout import MANAGED_LOGS
+from store.managed.log import ManagedLog, OffloadConflictError
+from store.managed.metadata import LogMetadata, OffloadInfo
+from store.managed.names import decode_name
+from store.meta.api import MetaStore, NoNodeError
+from store.offload.backend import now_ms
+from store.offload.crash import crash_point
+from store.offload.policy import bookie_copies_due, to_offload
+from store.offload.tier import Tier
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DELETION_LAG_MS = 4 * 3600 * 1000  # Pulsar's managedLedgerOffloadDeletionLagMs
+DEFAULT_CLEANUP_MARGIN_MS = 3600 * 1000
+_RETRY_FIRST_S, _RETRY_MAX_S = 0.5, 30.0
+
+
+@dataclass
+class PassResult:
+    offloaded: list[int] = field(default_factory=list)
+    bytes: int = 0
+    bookie_deleted: list[int] = field(default_factory=list)
+
+
+class Offloader:
+    def __init__(self, tier: Tier, *, deletion_lag_ms: int = DEFAULT_DELETION_LAG_MS) -> None:
+        self._tier = tier
+        self.deletion_lag_ms = deletion_lag_ms
+        self._running: dict[int, asyncio.Task[None]] = {}  # id(ml) -> background pass
+        self._again: set[int] = set()
+        self._changed = asyncio.Condition()
+        self.failures = 0  # consecutive failed background passes (all logs)
+        self.total_failures = 0
+        self.offloaded_bytes = 0
+
+    @property
+    def tier(self) -> Tier:
+        return self._tier
+
+    async def delete_objects(self, info: OffloadInfo) -> None:
+        await self._tier.delete(info)
+
+    # ---- background ---------------------------------------------------------------------
+
+    def schedule(self, ml: ManagedLog) -> None:
+        """Run a policy pass for `ml` in the background (coalesced while one runs)."""
+        key = id(ml)
+        t = self._running.get(key)
+        if t is not None and not t.done():
+            self._again.add(key)
+            return
+        self._running[key] = asyncio.get_running_loop().create_task(self._background(ml))
+
+    async def _background(self, ml: ManagedLog) -> None:
+        key = id(ml)
+        delay = _RETRY_FIRST_S
+        try:
+            while ml.active:
+                self._again.discard(key)
+                try:
+                    await self.run(ml)
+                    self.failures = 0
+                    await self._notify()
+                except OffloadConflictError as e:
+                    log.info("log %s: offload conflict: %s", ml.name, e)
+                except Exception as e:
+                    if not ml.active:
+                        return
+                    self.failures += 1
+                    self.total_failures += 1
+                    await self._notify()
+                    log.warning("log %s: offload failed, retrying in %.1fs: %r", ml.name, delay, e)
+                    await asyncio.sleep(delay)
+                    delay = min(_RETRY_MAX_S, delay * 2)
+                    continue
+                if key not in self._again:
+                    return
+        finally:
+            self._running.pop(key, None)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_for(self, pred: Callable[[], bool]) -> None:
+        """Until pred() holds, checked after every background pass (tests, admin)."""
+        async with self._changed:
+            await self._changed.wait_for(pred)
+
+    async def wait_idle(self, ml: ManagedLog) -> None:
+        """Until no background pass runs for `ml` (tests, admin)."""
+        while (t := self._running.get(id(ml))) is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(t)
+
+    async def close(self) -> None:
+        for t in list(self._running.values()):
+            t.cancel()
+            with contextlib.suppress(BaseException):
+                await t
+
+    # ---- one pass -----------------------------------------------------------------------
+
+    async def run(
+        self, ml: ManagedLog, *, force: bool = False, progress: Callable[[int], None] | None = None
+    ) -> PassResult:
+        """Offload what the policy (or `force`: every closed ledger) says, then delete the bookie
+        copies past the deletion lag."""
+        out = PassResult()
+        for lid in to_offload(ml.ledgers, ml.config, now_ms(), force=force):
+            info = await self.offload_ledger(ml, lid, progress)
+            if info is not None:
+                out.offloaded.append(lid)
+                out.bytes += info.size
+        for lid in bookie_copies_due(ml.ledgers, self.deletion_lag_ms, now_ms()):
+            await ml.delete_bookie_copy(lid, after_delete=lambda: crash_point("delete"))
+            out.bookie_deleted.append(lid)
+        return out
+
+    async def offload_ledger(
+        self, ml: ManagedLog, ledger_id: int, progress: Callable[[int], None] | None = None
+    ) -> OffloadInfo | None:
+        """Copy, verify, switch; None if another attempt or retention won meanwhile."""
+        info = await self._tier.copy_ledger(ml.client, ledger_id, progress)
+        crash_point("switch")
+        try:
+            await ml.record_offload(ledger_id, info)
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                await self._tier.delete(info)
+            if isinstance(e, OffloadConflictError):
+                return None
+            raise
+        self.offloaded_bytes += info.size
+        log.info("log %s: ledger %d offloaded to %s (%d bytes)", ml.name, ledger_id, info.driver, info.size,
+                 extra={"fields": {"event": "ledger_offloaded", "log": ml.name, "ledger": ledger_id,
+                                   "driver": info.driver, "bytes": info.size}})
+        return info
+
+
+async def all_log_metadata(meta: MetaStore) -> dict[str, LogMetadata]:
+    """Every segmented log's metadata, by log name."""
+    out: dict[str, LogMetadata] = {}
+    try:
+        segs = await meta.children(MANAGED_LOGS)
+    except NoNodeError:
+        return out
+    for seg in segs:
+        with contextlib.suppress(NoNodeError, ValueError):
+            data, stat = await meta.get(f"{MANAGED_LOGS}/{seg}")
+            out[decode_name(seg)] = LogMetadata.from_bytes(data, stat.version)
+    return out
+
+
+async def cleanup(meta: MetaStore, tier: Tier, margin_ms: int = DEFAULT_CLEANUP_MARGIN_MS) -> list[str]:
+    """Delete the tier's objects that no segmented log's metadata names and that are older than
+    margin_ms (an offload still copying has not named its objects yet). Returns their keys."""
+    referenced: set[str] = set()
+    for md in (await all_log_metadata(meta)).values():
+        for li in md.ledgers:
+            if li.offload is not None:
+                referenced.update((li.offload.data, li.offload.index))
+    return await tier.cleanup(referenced, margin_ms)

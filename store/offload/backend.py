@@ -44,7 +44,11 @@ class Backend(Protocol):
         """Remove the object; no error if it is already gone."""
         ...
 
-    def list(self, prefix: str) -> list[ObjectInfo]: ...
+    def list_objects(self, prefix: str) -> list[ObjectInfo]: ...
+
+    def abort_incomplete(self, prefix: str, cutoff_ms: int) -> list[str]:
+        """Abort uploads started before cutoff_ms and never completed (a crashed copy)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -101,7 +105,7 @@ class FsBackend:
         with contextlib.suppress(FileNotFoundError):
             self._path(key).unlink()
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
+    def list_objects(self, prefix: str) -> list[ObjectInfo]:
         out: list[ObjectInfo] = []
         for dirpath, _, files in os.walk(self.root):
             for name in files:
@@ -113,6 +117,9 @@ class FsBackend:
                     st = p.stat()
                     out.append(ObjectInfo(key, st.st_size, int(st.st_mtime * 1000)))
         return sorted(out, key=lambda o: o.key)
+
+    def abort_incomplete(self, prefix: str, cutoff_ms: int) -> list[str]:
+        return []  # a crashed copy leaves a temporary file, which list() shows
 
     def close(self) -> None:
         pass

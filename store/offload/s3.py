@@ -121,13 +121,24 @@ class S3Backend:
     def delete(self, key: str) -> None:
         self._s3.delete_object(Bucket=self.bucket, Key=self._k(key))
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
+    def list_objects(self, prefix: str) -> list[ObjectInfo]:
         out: list[ObjectInfo] = []
         pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._k(prefix))
         for page in pages:
             for o in page.get("Contents", []):
                 key = str(o["Key"])[len(self.prefix):]
                 out.append(ObjectInfo(key, int(o["Size"]), int(o["LastModified"].timestamp() * 1000)))
+        return out
+
+    def abort_incomplete(self, prefix: str, cutoff_ms: int) -> list[str]:
+        out: list[str] = []
+        pages = self._s3.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=self._k(prefix))
+        for page in pages:
+            for u in page.get("Uploads", []):
+                if int(u["Initiated"].timestamp() * 1000) <= cutoff_ms:
+                    with contextlib.suppress(Exception):
+                        self._s3.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"], UploadId=u["UploadId"])
+                        out.append(str(u["Key"])[len(self.prefix):])
         return out
 
     def close(self) -> None:

@@ -249,13 +249,13 @@ class Tier:
         await self.call(self.backend.delete, info.index)
 
     async def objects(self) -> list[ObjectInfo]:
-        return await self.call(self.backend.list, PREFIX)
+        return await self.call(self.backend.list_objects, PREFIX)
 
     async def cleanup(self, referenced: set[str], margin_ms: int) -> list[str]:
         """Delete objects no metadata names that are older than margin_ms (an offload in flight
         has not named its objects yet). Returns the deleted keys."""
         cutoff = now_ms() - margin_ms
-        gone = []
+        gone = await self.call(self.backend.abort_incomplete, PREFIX, cutoff)
         for o in await self.objects():
             if o.key not in referenced and o.mtime_ms <= cutoff:
                 await self.call(self.backend.delete, o.key)

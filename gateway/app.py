@@ -23,6 +23,8 @@ from gateway.topics.registry import TopicRegistry
 from store.ledger.client import LedgerClient
 from store.managed.cache import EntryCache
 from store.meta.factory import open_meta
+from store.offload import make_tier
+from store.offload.offloader import Offloader
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -86,6 +88,8 @@ async def run_gateway(
     meta.add_session_listener(on_session_lost)
     ledgers = LedgerClient(meta)
     topics = TopicRegistry(meta)
+    tier = make_tier(config.offload) if config.offload is not None else None
+    offloader = Offloader(tier, deletion_lag_ms=config.offload_deletion_lag_ms) if tier is not None else None
     cluster: ClusterView | None = None
     partitions: PartitionManager | None = None
     server: GatewayServer | None = None
@@ -100,11 +104,12 @@ async def run_gateway(
             meta, ledgers, topics, cluster, node_id,
             cache=EntryCache(config.cache_mb << 20) if config.cache_mb else EntryCache(),
             replication=(config.ensemble_size, config.write_quorum, config.ack_quorum),
+            offloader=offloader,
         )
         await partitions.start()
         services = GatewayServices(
             node_id=node_id, config=config, meta=meta, ledgers=ledgers, topics=topics, cluster=cluster,
-            partitions=partitions, producer_ids=ProducerIdAllocator(meta),
+            partitions=partitions, producer_ids=ProducerIdAllocator(meta), offloader=offloader,
         )
         # Started with the gateway, not on the first group request, so that committed offsets
         # reach the cursors of partitions this gateway owns even if it coordinates no group.
@@ -129,6 +134,9 @@ async def run_gateway(
             await _quietly(partitions.close(), "closing partitions")
         if cluster is not None:
             await _quietly(cluster.close(), "leaving the cluster")
+        if offloader is not None:
+            await _quietly(offloader.close(), "stopping offloads")
+            await _quietly(offloader.tier.close(), "closing the offload tier")
         await _quietly(topics.close(), "closing the topic registry")
         await _quietly(ledgers.close(), "closing the ledger client")
         await _quietly(meta.close(), "closing the metadata store")

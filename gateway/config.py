@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.topics.configs import ConfigSource, ConfigType
+from store.offload import OffloadSettings
+from store.offload.offloader import DEFAULT_CLEANUP_MARGIN_MS, DEFAULT_DELETION_LAG_MS
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,10 @@ class GatewayConfig:
     group_min_session_timeout_ms: int | None = None  # group.min.session.timeout.ms
     group_max_session_timeout_ms: int | None = None  # group.max.session.timeout.ms
     cache_mb: int | None = None  # quire.cache.mb: entry cache bound; None: EntryCache's default
+    # Offload tier (quire.offload.*); None or driver "none": no tier (remote.storage.enable inert).
+    offload: OffloadSettings | None = None
+    offload_deletion_lag_ms: int = DEFAULT_DELETION_LAG_MS
+    offload_cleanup_margin_ms: int = DEFAULT_CLEANUP_MARGIN_MS
     # Broker-level defaults of topic configs by topic config name (log.retention.ms -> retention.ms).
     topic_defaults: dict[str, str] = field(default_factory=dict)
     # What DescribeConfigs reports for the BROKER resource, with sources (empty: built in-process).

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gateway.topics.registry import TopicRegistry
     from store.ledger.client import LedgerClient
     from store.meta.api import MetaStore
+    from store.offload.offloader import Offloader
 
 
 @dataclass
@@ -36,3 +37,4 @@ class GatewayServices:
     partitions: PartitionManager
     producer_ids: ProducerIdAllocator
     groups: GroupCoordinators | None = None
+    offloader: Offloader | None = None  # the offload tier's driver (None: no tier configured)

@@ -7,8 +7,13 @@
     quire admin --data-dir ./quire-data groups list
     quire admin --data-dir ./quire-data groups describe my-group
     quire admin topics list --meta URL      (options may also follow the subcommand)
+    quire admin --data-dir ./quire-data offload status [TOPIC]
+    quire admin --data-dir ./quire-data offload trigger TOPIC
+    quire admin --data-dir ./quire-data offload cleanup [--config server.properties]
 
-Read-only: the metadata store, and for groups also the `__consumer_offsets` logs and the tails
+Read-only except `offload trigger` (asks partition owners to offload now, through request nodes
+they watch) and `offload cleanup` (removes offloaded objects no metadata names; the tier comes
+from quire.offload.* in --config / QUIRE_OFFLOAD_* / the data dir). Reads the metadata store, and for groups also the `__consumer_offsets` logs and the tails
 of partition logs, read from the bookies without fencing. Tables by default, --json for scripts.
 """
 
@@ -28,6 +33,7 @@ from store.ledger.errors import LedgerError
 from store.managed.errors import ManagedLogError
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
+from store.offload import offloader
 
 
 def _common() -> argparse.ArgumentParser:
@@ -69,6 +75,17 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     gd.add_argument("group")
+    o = sub.add_parser("offload", help="tiered storage of partition logs").add_subparsers(dest="action")
+    os_ = o.add_parser("status", help="per partition: bytes on bookies, offloaded, pending", parents=[common])
+    os_.add_argument("topic", nargs="?")
+    ot = o.add_parser("trigger", help="offload every closed ledger of a topic now, with progress",
+                      parents=[common])
+    ot.add_argument("topic")
+    ot.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the owners")
+    oc = o.add_parser("cleanup", help="delete offloaded objects no metadata names", parents=[common])
+    oc.add_argument("--config", help="server.properties with the quire.offload.* settings")
+    oc.add_argument("--margin-ms", type=int, default=None,
+                    help="only objects older than this (default quire.offload.cleanup.margin.ms)")
     return p
 
 
@@ -289,7 +306,7 @@ def _render_group(doc: dict[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def _progress(desc: str) -> Iterator[Callable[[int], None] | None]:
+def _progress(desc: str, unit: str = " entries") -> Iterator[Callable[[int], None] | None]:
     """A progress bar on stderr while logs are read, only on a terminal (output stays clean for
     pipes and --json consumers)."""
     if not sys.stderr.isatty():
@@ -297,7 +314,7 @@ def _progress(desc: str) -> Iterator[Callable[[int], None] | None]:
         return
     from tqdm import tqdm
 
-    with tqdm(desc=desc, unit=" entries", file=sys.stderr, leave=False) as bar:
+    with tqdm(desc=desc, unit=unit, file=sys.stderr, leave=False) as bar:
         yield bar.update
 
 
@@ -324,8 +341,83 @@ async def _read_groups(
         await peek.close()
 
 
+def _render_offload(docs: list[dict[str, Any]]) -> str:
+    rows = [[d["topic"], d["partition"], "on" if d["remote_storage"] else "off", _size(d["bookie_bytes"]),
+             _size(d["offloaded_bytes"]), _size(d["pending_bytes"]), f'{d["offloaded_ledgers"]}/{d["ledgers"]}']
+            for d in docs]
+    return table(["TOPIC", "PARTITION", "REMOTE", "ON BOOKIES", "OFFLOADED", "PENDING", "LEDGERS OFFLOADED"], rows)
+
+
+async def _wait_gone(
+    meta: MetaStore, paths: list[str], limit_s: float, progress: Callable[[int], None] | None
+) -> bool:
+    """Until every request node is deleted by its owner (watched, no polling); False after limit_s."""
+    loop = asyncio.get_running_loop()
+    left = list(paths)
+    deadline = loop.time() + limit_s
+    while left:
+        changed = asyncio.Event()
+
+        def fired(_e: Any, ev: asyncio.Event = changed) -> None:
+            loop.call_soon_threadsafe(ev.set)
+
+        still = []
+        for p in left:
+            if await meta.exists(p, watch=fired) is not None:
+                still.append(p)
+        if progress is not None and len(still) < len(left):
+            progress(len(left) - len(still))
+        left = still
+        if not left:
+            return True
+        try:
+            await asyncio.wait_for(changed.wait(), max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            return False
+    return True
+
+
+def _offload_tier(args: argparse.Namespace) -> Any:
+    from quire import settings as st
+    from quire.gateway import offload_settings
+    from store.offload import make_tier
+
+    r = st.resolve(st.GATEWAY, None, file=getattr(args, "config", None))
+    s = offload_settings(r, args.data_dir or r.get_value("quire.data.dir"))
+    return (make_tier(s) if s is not None else None), r.get_value("quire.offload.cleanup.margin.ms")
+
+
+async def _run_offload(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str]:
+    if args.action in (None, "status"):
+        docs = await inspect.offload_status(meta, getattr(args, "topic", None))
+        if docs is None:
+            return 1, {"error": f"unknown topic {args.topic!r}"}, f"error: unknown topic {args.topic!r}"
+        return 0, docs, _render_offload(docs)
+    if args.action == "trigger":
+        reqs = await inspect.request_offload(meta, args.topic)
+        if reqs is None:
+            return 1, {"error": f"unknown topic {args.topic!r}"}, f"error: unknown topic {args.topic!r}"
+        with _progress(f"offloading {args.topic}", " partitions") as progress:
+            done = await _wait_gone(meta, reqs, args.timeout, progress)
+        docs = await inspect.offload_status(meta, args.topic) or []
+        if not done:
+            return 1, {"error": "timed out waiting for partition owners", "status": docs}, (
+                "error: timed out waiting for partition owners (is a gateway with an offload tier running?)")
+        return 0, docs, _render_offload(docs)
+    tier, margin = _offload_tier(args)
+    if tier is None:
+        return 1, {"error": "no offload tier configured"}, "error: no offload tier configured (quire.offload.*)"
+    try:
+        gone = await offloader.cleanup(meta, tier, args.margin_ms if args.margin_ms is not None else margin)
+    finally:
+        await tier.close()
+    return 0, {"deleted": gone}, "\n".join([f"deleted {k}" for k in gone] + [f"{len(gone)} orphaned objects deleted"])
+
+
 async def _run(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str]:
     """(exit code, JSON document, rendered table)."""
+    if args.what == "offload":
+        return await _run_offload(args, meta)
     if args.what == "groups":
         return await _run_groups(args, meta)
     if args.what == "topics" and args.action == "list":

@@ -25,6 +25,7 @@ from gateway.topics.configs import TOPIC_CONFIGS, ConfigSource, ConfigType
 from store.bookie.bookie import BookieConfig
 from store.managed.cache import DEFAULT_CACHE_BYTES
 from store.metrics import DEFAULT_METRICS, metrics_address
+from store.offload.offloader import DEFAULT_CLEANUP_MARGIN_MS, DEFAULT_DELETION_LAG_MS
 
 log = logging.getLogger(__name__)
 GATEWAY, BOOKIE, STANDALONE = "gateway", "bookie", "standalone"
@@ -150,6 +151,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("quire.bookies", int, 1, "bookie child processes of the standalone", frozenset({STANDALONE}),
             described=False),
     Setting("quire.cache.mb", int, DEFAULT_CACHE_BYTES >> 20, "entry cache of the gateway, MiB", G),
+    Setting("quire.offload.driver", str, "fs",
+            "offload tier of topics with remote.storage.enable: fs (a directory), s3 or none", G),
+    Setting("quire.offload.dir", str, None, "fs offload directory (default: DATA_DIR/offload)", G),
+    Setting("quire.offload.s3.endpoint", str, None,
+            "S3 endpoint URL (e.g. http://127.0.0.1:8333 for SeaweedFS; default: AWS)", G),
+    Setting("quire.offload.s3.bucket", str, "quire-offload", "S3 bucket (created if missing)", G),
+    Setting("quire.offload.s3.prefix", str, "", "key prefix inside the bucket", G),
+    Setting("quire.offload.s3.region", str, None, "S3 region (default us-east-1)", G),
+    Setting("quire.offload.s3.access.key", str, None,
+            "S3 access key (default: boto3's chain: AWS_ACCESS_KEY_ID, profiles, ...)", G, described=False),
+    Setting("quire.offload.s3.secret.key", str, None,
+            "S3 secret key (default: boto3's chain: AWS_SECRET_ACCESS_KEY, ...)", G, described=False),
+    Setting("quire.offload.concurrency", int, 8, "offload tier requests in flight (thread pool)", G),
+    Setting("quire.offload.deletion.lag.ms", int, DEFAULT_DELETION_LAG_MS,
+            "how long an offloaded ledger's bookie copy is kept", G),
+    Setting("quire.offload.cleanup.margin.ms", int, DEFAULT_CLEANUP_MARGIN_MS,
+            "offloaded objects no metadata names are removed by cleanup once this old", G),
     Setting("quire.metrics", str, None,
             "HOST:PORT of the Prometheus metrics endpoint, or off (standalone: the gateway's; its bookies "
             "take the following ports)", ALL, described=False, role_defaults={STANDALONE: DEFAULT_METRICS}),

@@ -19,3 +19,10 @@ def bookie_cookie(address: str) -> str:
 
 def ledger(ledger_id: int) -> str:
     return f"{LEDGERS}/{ledger_id:019d}"
+
+
+OFFLOAD_REQUESTS = "/offload-requests"  # a child per segmented log whose owner should offload now
+
+
+def offload_request(encoded_log_name: str) -> str:
+    return f"{OFFLOAD_REQUESTS}/{encoded_log_name}"

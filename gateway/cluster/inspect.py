@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -28,12 +29,15 @@ from store import layout
 from store.ledger.client import LedgerClient
 from store.ledger.errors import LedgerError
 from store.ledger.metadata import LedgerMetadata
+from store.managed.config import LogConfig
 from store.managed.errors import NoSuchLogError
 from store.managed.metadata import LogMetadata
 from store.managed.names import cursors_path, encode_name, log_path
 from store.managed.position import Position
+from store.managed.reader import OffloadedSource
 from store.managed.readonly import ManagedLogReader
 from store.meta.api import MetaStore, NoNodeError
+from store.offload import offloader, policy
 
 Doc = dict[str, Any]
 
@@ -129,9 +133,12 @@ async def _ledger_doc(meta: MetaStore, info: Any, client: LedgerClient | None = 
         "first_offset": int(info.props[P_FIRST]) if P_FIRST in info.props else None,
         "next_offset": int(info.props[P_NEXT]) if P_NEXT in info.props else None,
     }
+    if info.offload is not None:
+        doc["offload"] = {"driver": info.offload.driver, "data": info.offload.data, "size": info.offload.size,
+                          "bookie_deleted": info.offload.bookie_deleted}
     raw = await _get(meta, layout.ledger(info.ledger_id))
     if raw is None:
-        doc.update(state="missing", ensembles=[])
+        doc.update(state="offloaded" if info.offload is not None else "missing", ensembles=[])
         return doc
     md = LedgerMetadata.from_bytes(raw)
     doc.update(
@@ -193,6 +200,39 @@ async def describe_topic(meta: MetaStore, name: str, client: LedgerClient | None
     }
 
 
+async def offload_status(meta: MetaStore, name: str | None = None) -> list[Doc] | None:
+    """Per topic partition: bytes on bookies, bytes offloaded, bytes pending (closed ledgers
+    the offload policy selects that are not offloaded yet). None if `name` is unknown."""
+    wanted = [t for t in await topics(meta) if name is None or t.name == name]
+    if name is not None and not wanted:
+        return None
+    out: list[Doc] = []
+    now = int(time.time() * 1000)
+    for t in wanted:
+        for p in range(t.partitions):
+            raw = await _get(meta, log_path(paths.partition_log_name(t.topic_id, p)))
+            md = LogMetadata.from_bytes(raw) if raw is not None else LogMetadata()
+            cfg = md.config or LogConfig()
+            pending = set(policy.to_offload(md.ledgers, cfg, now))
+            out.append({
+                "topic": t.name, "partition": p, "remote_storage": cfg.offload,
+                "bookie_bytes": policy.on_bookies(md.ledgers), "offloaded_bytes": policy.offloaded(md.ledgers),
+                "pending_bytes": sum(li.size for li in md.ledgers if li.ledger_id in pending),
+                "ledgers": len(md.ledgers), "offloaded_ledgers": sum(1 for li in md.ledgers if li.offload),
+            })
+    return out
+
+
+async def request_offload(meta: MetaStore, name: str) -> list[str] | None:
+    """Ask the owners of every partition of a topic to offload all closed ledgers now; the
+    request nodes' paths (each deleted by its owner once done), None if the topic is unknown."""
+    wanted = [t for t in await topics(meta) if t.name == name]
+    if not wanted:
+        return None
+    t = wanted[0]
+    return [await offloader.request(meta, paths.partition_log_name(t.topic_id, p)) for p in range(t.partitions)]
+
+
 async def list_gateways(meta: MetaStore) -> list[Doc]:
     nodes = await gateways(meta)
     load: dict[int, int] = {}
@@ -244,9 +284,13 @@ class LogPeek:
     Like BookKeeper's readUnconfirmed, they also read an open tail past the bookies' LAC (see
     ManagedLogReader.read_unconfirmed)."""
 
-    def __init__(self, meta: MetaStore, on_entries: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, meta: MetaStore, on_entries: Callable[[int], None] | None = None,
+        offloaded: OffloadedSource | None = None,
+    ) -> None:
         self.meta = meta
         self.on_entries = on_entries  # progress: called with each count of log entries read
+        self.offloaded = offloaded  # the offload tier, for ledgers whose bookie copy is gone
         self.client = LedgerClient(meta)
 
     async def close(self) -> None:
@@ -256,7 +300,7 @@ class LogPeek:
         """Every stored batch of a segmented log in order, as runs of whole batches (none if
         there is no such log)."""
         try:
-            reader = await ManagedLogReader.open(self.meta, self.client, name)
+            reader = await ManagedLogReader.open(self.meta, self.client, name, self.offloaded)
         except NoSuchLogError:
             return
         try:
@@ -277,7 +321,7 @@ class LogPeek:
     async def log_end_offset(self, name: str) -> int | None:
         """The offset after a log's last stored batch (None if its bookies cannot say)."""
         try:
-            reader = await ManagedLogReader.open(self.meta, self.client, name)
+            reader = await ManagedLogReader.open(self.meta, self.client, name, self.offloaded)
         except NoSuchLogError:
             return 0
         try:

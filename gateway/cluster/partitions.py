@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from gateway.topics.registry import TopicInfo, TopicRegistry
     from store.ledger.client import LedgerClient
     from store.managed.cache import EntryCache
+    from store.offload.offloader import Offloader
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,11 @@ async def _default_opener(
     *,
     cache: EntryCache | None = None,
     replication: tuple[int, int, int] | None = None,
+    offloader: Offloader | None = None,
 ) -> PartitionLog:
-    return await PartitionLog.open(meta, ledgers, topic, partition, cache=cache, replication=replication)
+    return await PartitionLog.open(
+        meta, ledgers, topic, partition, cache=cache, replication=replication, offloader=offloader
+    )
 
 
 class PartitionManager:
@@ -71,6 +76,7 @@ class PartitionManager:
         replication: tuple[int, int, int] | None = None,
         opener: LogOpener | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        offloader: Offloader | None = None,
     ) -> None:
         """replication: (E, WQ, AQ) of new partition ledgers (the gateway's config); opener:
         how a partition log is opened (default PartitionLog.open; tests substitute it)."""
@@ -82,7 +88,8 @@ class PartitionManager:
         self.node_id = node_id
         self.cache = cache
         self.replication = replication
-        self._open = opener or _default_opener
+        self.offloader = offloader
+        self._open = opener or functools.partial(_default_opener, offloader=offloader)
         self._logs: dict[Key, PartitionLog] = {}
         self._pending: dict[Key, asyncio.Task[PartitionLog | None]] = {}
         self._releasing: dict[Key, asyncio.Task[None]] = {}

@@ -1,5 +1,7 @@
-"""ListOffsets (v1-11): earliest, latest, by timestamp (index, not scan), max timestamp,
-earliest-local and the tiered specials as Kafka answers them without remote storage."""
+"""ListOffsets (v1-11): earliest, latest, by timestamp (index, not scan), max timestamp, and
+the tiered specials as Kafka 4.x answers them: EARLIEST_LOCAL is the first offset still on
+bookies, LATEST_TIERED the last offset offloaded (-1 with epoch -1 unless the topic has
+remote.storage.enable)."""
 
 from __future__ import annotations
 
@@ -24,13 +26,21 @@ async def lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
     """(timestamp, offset, leader epoch) for one ListOffsets query."""
     if ts == LATEST:
         return -1, plog.high_watermark, plog.leader_epoch
-    if ts in (EARLIEST, EARLIEST_LOCAL):
+    if ts == EARLIEST:
         start = plog.log_start_offset
         return -1, start, plog.epoch_for_offset(start)
+    if ts == EARLIEST_LOCAL:
+        start = plog.earliest_local_offset()
+        return -1, start, plog.epoch_for_offset(start)
+    if ts == LATEST_TIERED:
+        if not plog.remote_storage:
+            return -1, -1, -1
+        off = plog.latest_tiered_offset()
+        return -1, off, plog.epoch_for_offset(off) if off >= 0 else -1
     if ts == MAX_TIMESTAMP:
         mts, off = await plog.max_timestamp()
         return mts, off, plog.epoch_for_offset(off) if off >= 0 else -1
-    if ts < 0:  # LATEST_TIERED, EARLIEST_PENDING_UPLOAD: nothing is tiered
+    if ts < 0:  # EARLIEST_PENDING_UPLOAD and unknown specials
         return -1, -1, -1
     found = await plog.offset_for_timestamp(ts)
     if found is None:

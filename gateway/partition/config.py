@@ -20,12 +20,19 @@ def log_config_for(
 ) -> LogConfig:
     """segment.bytes/segment.ms -> rollover, retention.ms/bytes -> retention (Kafka consumers
     hold no cursors, so retention alone decides), min.insync.replicas (when set on the topic)
-    -> ack quorum. Replication is `replication` (E, WQ, AQ), else the stored one."""
+    -> ack quorum, remote.storage.enable and local.retention.ms/bytes (KIP-405; -2: as
+    retention.*) -> the offload policy. Replication is `replication` (E, WQ, AQ), else the
+    stored one."""
     base = stored or LogConfig()
     e, wq, aq = replication or (base.ensemble_size, base.write_quorum, base.ack_quorum)
     if "min.insync.replicas" in topic.configs:
         aq = max(1, min(wq, topic.config_int("min.insync.replicas")))
+    local_bytes = topic.config_int("local.retention.bytes")
+    local_ms = topic.config_int("local.retention.ms")
     return LogConfig(
+        offload=topic.config("remote.storage.enable").lower() == "true",
+        offload_bytes=topic.config_int("retention.bytes") if local_bytes == -2 else local_bytes,
+        offload_ms=topic.config_int("retention.ms") if local_ms == -2 else local_ms,
         ensemble_size=e,
         write_quorum=wq,
         ack_quorum=aq,

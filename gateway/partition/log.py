@@ -38,7 +38,7 @@ from kafka_wire.records import InvalidBatch, TimestampType, validate_produce_rec
 from store.clock import SYSTEM_CLOCK, Clock
 from store.managed.cache import EntryCache
 from store.managed.errors import ManagedLogError
-from store.managed.log import ManagedLog
+from store.managed.log import ManagedLog, OffloaderLike
 from store.managed.metadata import LogMetadata
 from store.managed.names import log_path
 from store.managed.position import Position
@@ -116,6 +116,7 @@ class PartitionLog:
         cache: EntryCache | None = None,
         replication: tuple[int, int, int] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        offloader: OffloaderLike | None = None,
     ) -> PartitionLog:
         """Take ownership of the partition's segmented log: recover its tail, rebuild the
         indexes and producer state the previous owner did not persist, bump the leader epoch.
@@ -136,7 +137,8 @@ class PartitionLog:
             return {}
 
         ml = await ManagedLog.open(
-            meta, ledgers, name, config=cfg, cache=cache, new_ledger_props=on_new_ledger, clock=clock
+            meta, ledgers, name, config=cfg, cache=cache, new_ledger_props=on_new_ledger, clock=clock,
+            offloader=offloader,
         )
         self = cls(ml, topic, partition)
         holder.append(self)
@@ -475,6 +477,33 @@ class PartitionLog:
             if b.base_timestamp + r.timestamp_delta == ts:
                 return ts, base + r.offset_delta
         return ts, base
+
+    @property
+    def remote_storage(self) -> bool:
+        """remote.storage.enable: closed ledgers go to the offload tier."""
+        return self.ml.config.offload
+
+    def earliest_local_offset(self) -> int:
+        """The first offset still on bookies (Kafka's local log start offset): that of the first
+        ledger whose bookie copy is not deleted (offloaded ledgers keep theirs for a while)."""
+        start = self.log_start_offset
+        for li in self.ml.ledgers:
+            if li.offload is not None and li.offload.bookie_deleted:
+                continue
+            idx = self.view.index.get(li.ledger_id)
+            if idx is not None and idx.next_offset > idx.first_offset:
+                return max(start, idx.first_offset)
+        return max(start, self._hw)  # nothing on bookies: Kafka's local log start is then the end
+
+    def latest_tiered_offset(self) -> int:
+        """The last offset held by the offload tier (Kafka's highest offset in remote storage),
+        -1 if none."""
+        for li in reversed(self.ml.ledgers):
+            if li.offload is not None:
+                idx = self.view.index.get(li.ledger_id)
+                if idx is not None:
+                    return idx.next_offset - 1
+        return -1
 
     def epoch_for_offset(self, offset: int) -> int:
         """The leader epoch that wrote `offset` (-1 if unknown)."""

@@ -109,8 +109,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
        "Stored only."),
     _d("index.interval.bytes", INT, "4096", "log.index.interval.bytes", "Stored only.", at_least(0)),
     _d("leader.replication.throttled.replicas", LST, "", "leader.replication.throttled.replicas", "Stored only."),
-    _d("local.retention.bytes", L, "-2", "log.local.retention.bytes", "Stored only.", at_least(-2)),
-    _d("local.retention.ms", L, "-2", "log.local.retention.ms", "Stored only.", at_least(-2)),
+    _d("local.retention.bytes", L, "-2", "log.local.retention.bytes",
+       "With remote.storage.enable: bytes of closed ledgers kept on bookies only; older ones are "
+       "offloaded (-2: retention.bytes, -1: no size rule).", at_least(-2), applied=True),
+    _d("local.retention.ms", L, "-2", "log.local.retention.ms",
+       "With remote.storage.enable: ledgers older than this are offloaded (-2: retention.ms, "
+       "-1: no age rule).", at_least(-2), applied=True),
     _d("max.compaction.lag.ms", L, str(LONG_MAX), "log.cleaner.max.compaction.lag.ms", "Stored only.", at_least(1)),
     _d("max.message.bytes", INT, "1048588", "message.max.bytes",
        "The largest record batch size allowed.", at_least(0), applied=True),
@@ -127,7 +131,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("min.insync.replicas", INT, "1", "min.insync.replicas",
        "Raises the ledgers' ack quorum (up to the write quorum).", at_least(1), applied=True),
     _d("preallocate", B, "false", "log.preallocate", "Stored only."),
-    _d("remote.storage.enable", B, "false", None, "Stored only."),
+    _d("remote.storage.enable", B, "false", None,
+       "Offload closed ledgers to the gateway's offload tier (quire.offload.*) by local.retention.*; "
+       "retention.* still bounds the whole log.", applied=True),
     _d("remote.log.copy.disable", B, "false", None, "Stored only."),
     _d("remote.log.delete.on.disable", B, "false", None, "Stored only."),
     _d("remote.copy.lag.bytes", L, "-1", "log.remote.copy.lag.bytes", "Stored only.", at_least(-1)),

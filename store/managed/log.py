@@ -57,6 +57,8 @@ class OffloaderLike(Protocol):
 
     def schedule(self, ml: ManagedLog) -> None: ...
 
+    def attach(self, ml: ManagedLog) -> None: ...
+
     async def delete_objects(self, info: OffloadInfo) -> None: ...
 
 
@@ -155,6 +157,8 @@ class ManagedLog(LogReads):
         except BaseException:
             await self.close()
             raise
+        if offloader is not None:
+            offloader.attach(self)
         return self
 
     async def _recover_cursors(self) -> None:

@@ -15,11 +15,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from store.layout import MANAGED_LOGS
+from store.layout import MANAGED_LOGS, offload_request
 from store.managed.log import ManagedLog, OffloadConflictError
 from store.managed.metadata import LogMetadata, OffloadInfo
-from store.managed.names import decode_name
-from store.meta.api import MetaStore, NoNodeError
+from store.managed.names import decode_name, encode_name
+from store.meta.api import MetaError, MetaStore, NodeExistsError, NoNodeError, WatchEvent
 from store.offload.backend import now_ms
 from store.offload.crash import crash_point
 from store.offload.policy import bookie_copies_due, to_offload
@@ -45,6 +45,8 @@ class Offloader:
         self.deletion_lag_ms = deletion_lag_ms
         self._running: dict[int, asyncio.Task[None]] = {}  # id(ml) -> background pass
         self._again: set[int] = set()
+        self._forced: set[int] = set()
+        self._watchers: set[asyncio.Task[None]] = set()  # logs with an on-demand request (quire admin offload trigger)
         self._changed = asyncio.Condition()
         self.failures = 0  # consecutive failed background passes (all logs)
         self.total_failures = 0
@@ -59,9 +61,32 @@ class Offloader:
 
     # ---- background ---------------------------------------------------------------------
 
-    def schedule(self, ml: ManagedLog) -> None:
-        """Run a policy pass for `ml` in the background (coalesced while one runs)."""
+    def attach(self, ml: ManagedLog) -> None:
+        """Serve on-demand requests for `ml` (a request node, watched, written by `request`)."""
+        loop = asyncio.get_running_loop()
+        path = offload_request(encode_name(ml.name))
+
+        def fired(_: WatchEvent) -> None:
+            loop.call_soon_threadsafe(lambda: self._watchers.add(loop.create_task(check())))
+
+        async def check() -> None:
+            if not ml.active:
+                return
+            try:
+                if await ml.meta.exists(path, watch=fired) is not None:
+                    self.schedule(ml, force=True)
+            except MetaError as e:
+                log.info("log %s: cannot watch offload requests: %r", ml.name, e)
+
+        self._watchers.add(loop.create_task(check()))
+        self._watchers = {t for t in self._watchers if not t.done()}
+
+    def schedule(self, ml: ManagedLog, *, force: bool = False) -> None:
+        """Run a policy pass for `ml` in the background (coalesced while one runs); `force`:
+        offload every closed ledger (an on-demand request)."""
         key = id(ml)
+        if force:
+            self._forced.add(key)
         t = self._running.get(key)
         if t is not None and not t.done():
             self._again.add(key)
@@ -74,8 +99,13 @@ class Offloader:
         try:
             while ml.active:
                 self._again.discard(key)
+                force = key in self._forced
                 try:
-                    await self.run(ml)
+                    await self.run(ml, force=force)
+                    if force:
+                        self._forced.discard(key)
+                        with contextlib.suppress(NoNodeError):
+                            await ml.meta.delete(offload_request(encode_name(ml.name)))
                     self.failures = 0
                     await self._notify()
                 except OffloadConflictError as e:
@@ -153,6 +183,15 @@ class Offloader:
                  extra={"fields": {"event": "ledger_offloaded", "log": ml.name, "ledger": ledger_id,
                                    "driver": info.driver, "bytes": info.size}})
         return info
+
+
+async def request(meta: MetaStore, log_name: str) -> str:
+    """Ask the owner of a segmented log to offload every closed ledger now; returns the request
+    node's path, deleted by the owner once done."""
+    path = offload_request(encode_name(log_name))
+    with contextlib.suppress(NodeExistsError):
+        await meta.create(path, b"", make_parents=True)
+    return path
 
 
 async def all_log_metadata(meta: MetaStore) -> dict[str, LogMetadata]:

@@ -348,7 +348,7 @@ def _render_offload(docs: list[dict[str, Any]]) -> str:
     return table(["TOPIC", "PARTITION", "REMOTE", "ON BOOKIES", "OFFLOADED", "PENDING", "LEDGERS OFFLOADED"], rows)
 
 
-async def _wait_gone(
+async def wait_gone(
     meta: MetaStore, paths: list[str], limit_s: float, progress: Callable[[int], None] | None
 ) -> bool:
     """Until every request node is deleted by its owner (watched, no polling); False after limit_s."""
@@ -398,7 +398,7 @@ async def _run_offload(args: argparse.Namespace, meta: MetaStore) -> tuple[int, 
         if reqs is None:
             return 1, {"error": f"unknown topic {args.topic!r}"}, f"error: unknown topic {args.topic!r}"
         with _progress(f"offloading {args.topic}", " partitions") as progress:
-            done = await _wait_gone(meta, reqs, args.timeout, progress)
+            done = await wait_gone(meta, reqs, args.timeout, progress)
         docs = await inspect.offload_status(meta, args.topic) or []
         if not done:
             return 1, {"error": "timed out waiting for partition owners", "status": docs}, (

@@ -22,6 +22,7 @@ from store.managed.names import decode_name, encode_name
 from store.meta.api import MetaError, MetaStore, NodeExistsError, NoNodeError, WatchEvent
 from store.offload.backend import now_ms
 from store.offload.crash import crash_point
+from store.offload.metrics import OFFLOAD_FAILURES, OFFLOAD_METRICS, OFFLOADED_BYTES, OFFLOADERS
 from store.offload.policy import bookie_copies_due, to_offload
 from store.offload.tier import Tier
 
@@ -51,6 +52,14 @@ class Offloader:
         self.failures = 0  # consecutive failed background passes (all logs)
         self.total_failures = 0
         self.offloaded_bytes = 0
+        self._pending: dict[int, int] = {}  # id(log) -> bytes the policy selected at its last pass
+        OFFLOAD_METRICS.register()
+        OFFLOADERS.track(self)
+
+    @property
+    def pending_bytes(self) -> int:
+        """Offload lag: bytes of closed ledgers selected for offload and not offloaded yet."""
+        return sum(self._pending.values())
 
     @property
     def tier(self) -> Tier:
@@ -115,6 +124,7 @@ class Offloader:
                         return
                     self.failures += 1
                     self.total_failures += 1
+                    OFFLOAD_FAILURES.labels(self._tier.driver).inc()
                     await self._notify()
                     log.warning("log %s: offload failed, retrying in %.1fs: %r", ml.name, delay, e)
                     await asyncio.sleep(delay)
@@ -141,6 +151,9 @@ class Offloader:
                 await asyncio.shield(t)
 
     async def close(self) -> None:
+        OFFLOADERS.untrack(self)
+        for t in list(self._watchers):
+            t.cancel()
         for t in list(self._running.values()):
             t.cancel()
             with contextlib.suppress(BaseException):
@@ -154,8 +167,12 @@ class Offloader:
         """Offload what the policy (or `force`: every closed ledger) says, then delete the bookie
         copies past the deletion lag."""
         out = PassResult()
-        for lid in to_offload(ml.ledgers, ml.config, now_ms(), force=force):
+        chosen = to_offload(ml.ledgers, ml.config, now_ms(), force=force)
+        sizes = {li.ledger_id: li.size for li in ml.ledgers}
+        self._pending[id(ml)] = sum(sizes[lid] for lid in chosen)
+        for lid in chosen:
             info = await self.offload_ledger(ml, lid, progress)
+            self._pending[id(ml)] -= sizes[lid]
             if info is not None:
                 out.offloaded.append(lid)
                 out.bytes += info.size
@@ -179,6 +196,7 @@ class Offloader:
                 return None
             raise
         self.offloaded_bytes += info.size
+        OFFLOADED_BYTES.labels(info.driver).inc(info.size)
         log.info("log %s: ledger %d offloaded to %s (%d bytes)", ml.name, ledger_id, info.driver, info.size,
                  extra={"fields": {"event": "ledger_offloaded", "log": ml.name, "ledger": ledger_id,
                                    "driver": info.driver, "bytes": info.size}})

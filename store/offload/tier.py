@@ -21,6 +21,7 @@ from store.managed.metadata import OffloadInfo
 from store.offload.backend import Backend, ObjectInfo, now_ms
 from store.offload.crash import crash_point
 from store.offload.format import PREFIX, LedgerIndex, object_names
+from store.offload.metrics import OFFLOAD_METRICS, TIER_READ_SECONDS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,9 +45,8 @@ class Tier:
         self._indexes: OrderedDict[str, asyncio.Future[LedgerIndex]] = OrderedDict()
         self._index_bytes: dict[str, int] = {}
         self._blocks: OrderedDict[tuple[str, int], asyncio.Future[bytes]] = OrderedDict()
-        # Read latency per tier, for metrics and the benchmark: (reads, seconds).
-        self.reads = 0
-        self.read_seconds = 0.0
+        OFFLOAD_METRICS.register()
+        self._read_seconds = TIER_READ_SECONDS.labels(self.driver)
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -231,8 +231,7 @@ class Tier:
         base = b0 * READ_BLOCK_BYTES
         mv = memoryview(buf)
         out = [bytes(mv[offs[i] - base : offs[i + 1] - base]) for i in range(first, end)]
-        self.reads += 1
-        self.read_seconds += time.monotonic() - t0
+        self._read_seconds.observe(time.monotonic() - t0)
         return out
 
     def forget(self, info: OffloadInfo) -> None:

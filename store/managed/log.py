@@ -661,6 +661,7 @@ class ManagedLog(LogReads):
     async def delete(self) -> None:
         """Delete the log: its ledgers, its cursors (and their ledgers) and its metadata."""
         ids = list(self._ids)
+        offloaded = [li.offload for li in self._md.ledgers if li.offload is not None]
         cursors = list(self._cursors.values())
         self._fail(LogClosedError(f"log {self.name!r} deleted"))
         self._closed = True
@@ -674,3 +675,6 @@ class ManagedLog(LogReads):
         await self._reads.close()
         self._cache.invalidate(self._token)
         await delete_log(self.meta, self.client, self.name, ledger_ids=ids)
+        if self.offloader is not None:  # otherwise `quire admin offload cleanup` removes them
+            for info in offloaded:
+                await best_effort(self.offloader.delete_objects(info), f"delete offloaded {info.data}")

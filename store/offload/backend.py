@@ -81,6 +81,11 @@ class FsBackend:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
+            fd = os.open(path.parent, os.O_RDONLY)  # the rename itself survives a crash
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 tmp.unlink()

@@ -128,12 +128,17 @@ class Tier:
                 for e in got:
                     total += len(e)
                     offsets.append(total)
-                await slots.acquire()
+                slot: asyncio.Future[Any] = loop.create_task(slots.acquire())
+                waits: set[asyncio.Future[Any]] = {slot, upload}
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if not slot.done():  # the upload failed and reads no more: its error surfaces below
+                    slot.cancel()
+                    if pending is not None:
+                        pending.cancel()
+                    break
                 q.put(b"".join(got))
                 if progress is not None:
                     progress(sum(len(e) for e in got))
-                if upload.done():
-                    break  # failed early: its exception surfaces below
         except BaseException:
             q.put(None)
             with contextlib.suppress(BaseException):
@@ -199,9 +204,7 @@ class Tier:
         task = asyncio.ensure_future(self.call(self.backend.get_range, key, start, min(size, start + READ_BLOCK_BYTES)))
         self._blocks[(key, n)] = task
         while len(self._blocks) > MAX_BLOCKS:
-            _, old = self._blocks.popitem(last=False)
-            if not old.done():
-                old.cancel()
+            self._blocks.popitem(last=False)  # not cancelled: another reader may be awaiting it
         return task
 
     async def read(self, info: OffloadInfo, first: int, last: int, max_bytes: int) -> list[bytes]:

@@ -103,4 +103,6 @@ async def test_policy_offloads_by_size_and_retention_deletes_objects(
         assert li.offload is not None and {li.offload.data, li.offload.index} <= keys
     assert len(keys) == 2 * (len(closed) - 3)
     assert await read_all(ml) == data[60:]
-    await ml.close()
+    # deleting the log deletes its offloaded objects too
+    await ml.delete()
+    assert await tier.objects() == []

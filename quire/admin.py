@@ -29,11 +29,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from gateway.cluster import inspect
+from quire import settings as st
+from quire.gateway import offload_settings
 from store.ledger.errors import LedgerError
 from store.managed.errors import ManagedLogError
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
-from store.offload import offloader
+from store.offload import make_tier, offloader
+from store.offload.tier import Tier
 
 
 def _common() -> argparse.ArgumentParser:
@@ -326,7 +329,8 @@ async def _run_groups(args: argparse.Namespace, meta: MetaStore) -> tuple[int, A
 async def _read_groups(
     args: argparse.Namespace, meta: MetaStore, progress: Callable[[int], None] | None
 ) -> tuple[int, Any, str]:
-    peek = inspect.LogPeek(meta, on_entries=progress)
+    tier, _ = _offload_tier(args)  # ledgers whose bookie copy is gone are read from there
+    peek = inspect.LogPeek(meta, on_entries=progress, offloaded=tier)
     try:
         if args.action == "list":
             docs = await inspect.list_groups(meta, peek)
@@ -339,6 +343,8 @@ async def _read_groups(
         return 1, {"error": f"cannot read a log: {e}"}, f"error: cannot read a log: {e}"
     finally:
         await peek.close()
+        if tier is not None:
+            await tier.close()
 
 
 def _render_offload(docs: list[dict[str, Any]]) -> str:
@@ -377,11 +383,9 @@ async def wait_gone(
     return True
 
 
-def _offload_tier(args: argparse.Namespace) -> Any:
-    from quire import settings as st
-    from quire.gateway import offload_settings
-    from store.offload import make_tier
-
+def _offload_tier(args: argparse.Namespace) -> tuple[Tier | None, int]:
+    """The offload tier of quire.offload.* (from --config, QUIRE_OFFLOAD_*, the data dir), and
+    the cleanup margin."""
     r = st.resolve(st.GATEWAY, None, file=getattr(args, "config", None))
     s = offload_settings(r, args.data_dir or r.get_value("quire.data.dir"))
     return (make_tier(s) if s is not None else None), r.get_value("quire.offload.cleanup.margin.ms")

@@ -25,12 +25,13 @@ from store.offload.crash import crash_point
 from store.offload.metrics import OFFLOAD_FAILURES, OFFLOAD_METRICS, OFFLOADED_BYTES, OFFLOADERS
 from store.offload.policy import bookie_copies_due, to_offload
 from store.offload.tier import Tier
+from store.retry import Backoff, Retry
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DELETION_LAG_MS = 4 * 3600 * 1000  # Pulsar's managedLedgerOffloadDeletionLagMs
 DEFAULT_CLEANUP_MARGIN_MS = 3600 * 1000
-_RETRY_FIRST_S, _RETRY_MAX_S = 0.5, 30.0
+RETRY_BACKOFF = Backoff(0.5, 30.0)  # a tier that is down: retried, never given up
 
 
 @dataclass
@@ -104,7 +105,7 @@ class Offloader:
 
     async def _background(self, ml: ManagedLog) -> None:
         key = id(ml)
-        delay = _RETRY_FIRST_S
+        retry = Retry(RETRY_BACKOFF)
         try:
             while ml.active:
                 self._again.discard(key)
@@ -116,6 +117,7 @@ class Offloader:
                         with contextlib.suppress(NoNodeError):
                             await ml.meta.delete(offload_request(encode_name(ml.name)))
                     self.failures = 0
+                    retry.reset()
                     await self._notify()
                 except OffloadConflictError as e:
                     log.info("log %s: offload conflict: %s", ml.name, e)
@@ -126,9 +128,8 @@ class Offloader:
                     self.total_failures += 1
                     OFFLOAD_FAILURES.labels(self._tier.driver).inc()
                     await self._notify()
-                    log.warning("log %s: offload failed, retrying in %.1fs: %r", ml.name, delay, e)
-                    await asyncio.sleep(delay)
-                    delay = min(_RETRY_MAX_S, delay * 2)
+                    log.warning("log %s: offload failed, retrying: %r", ml.name, e)
+                    await retry.pause()
                     continue
                 if key not in self._again:
                     return

@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         from quire.admin import main as admin_main
 
         return admin_main(split[1])
+    from quire.malloc import tune_malloc
+
+    tune_malloc()  # before the servers allocate their buffers
     try:
         if args.command == "gateway":
             from quire.gateway import main as gateway_main

@@ -1,5 +1,11 @@
-"""The entry cache: recently appended entries, bounded in bytes and shared by every log of a
-process, so tailing readers are served from memory. Evicts the oldest insertions first."""
+"""The entry cache: recently appended entries (and entries read ahead from bookies), bounded
+in bytes and shared by every log of a process, so tailing readers are served from memory.
+Evicts the oldest insertions first. Its budget also covers read-ahead in flight (reserve /
+release), so one setting (quire.cache.mb) bounds the data a gateway holds for its readers.
+
+Entries are accounted by the memory they keep alive, not by their length: a memoryview keeps
+its whole underlying buffer (a request frame, a bookie response) alive, so a small view of a
+large buffer is copied out when cached (see _retainable)."""
 
 from __future__ import annotations
 
@@ -12,16 +18,40 @@ DEFAULT_CACHE_BYTES = 256 << 20
 _ENTRY_OVERHEAD = 64  # rough per-entry bookkeeping cost counted against the budget
 
 _Key = tuple[int, int, int]  # (log token, ledger id, entry id)
+# An entry as appended or read: bytes, or a view of a larger buffer (see _retainable).
+_Data = bytes | memoryview
+_AHEAD_SHARE = 4  # read-ahead in flight may reserve up to 1/4 of the budget
+
+
+def _retainable(data: _Data) -> _Data:
+    """`data` itself if caching it keeps about len(data) bytes alive, else a copy. A view of
+    less than half of its buffer would pin the rest of that buffer (a 100-byte batch would
+    keep a 1 MiB produce frame alive) unaccounted: copying it costs len(data) once."""
+    if isinstance(data, memoryview):
+        base = data.obj
+        base_len = base.nbytes if isinstance(base, memoryview) else len(base)  # type: ignore[arg-type]
+        if data.nbytes * 2 < base_len:
+            return data.tobytes()
+    return data
+
+
+def retained_size(data: _Data) -> int:
+    """Bytes `data` keeps alive: its underlying buffer's size for a view."""
+    if isinstance(data, memoryview):
+        base = data.obj
+        return base.nbytes if isinstance(base, memoryview) else len(base)  # type: ignore[arg-type]
+    return len(data)
 
 
 class EntryCache:
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[_Key, bytes] = OrderedDict()
+        self._entries: OrderedDict[_Key, _Data] = OrderedDict()
         # Per log token, its keys in insertion order, so dropping one log costs its own entries
         # only (fronts that were evicted already are cleaned as eviction passes them).
         self._by_token: dict[int, deque[_Key]] = {}
         self._bytes = 0
+        self._reserved = 0  # read-ahead in flight, counted against max_bytes
         self._tokens = itertools.count(1)
         self.hits = 0
         self.misses = 0
@@ -35,10 +65,28 @@ class EntryCache:
     def size(self) -> int:
         return self._bytes
 
+    @property
+    def reserved(self) -> int:
+        """Bytes reserved by read-ahead in flight."""
+        return self._reserved
+
     def __len__(self) -> int:
         return len(self._entries)
 
-    def insert(self, token: int, ledger_id: int, entry_id: int, data: bytes) -> None:
+    def reserve(self, nbytes: int) -> bool:
+        """Reserve room for a read-ahead of about nbytes (False: the read-ahead share of the
+        budget is in use; read on demand instead). Evicts entries to make room."""
+        if self._reserved + nbytes > self.max_bytes // _AHEAD_SHARE:
+            return False
+        self._reserved += nbytes
+        self._evict()
+        return True
+
+    def release(self, nbytes: int) -> None:
+        self._reserved = max(0, self._reserved - nbytes)
+
+    def insert(self, token: int, ledger_id: int, entry_id: int, data: _Data) -> None:
+        data = _retainable(data)
         cost = len(data) + _ENTRY_OVERHEAD
         if cost > self.max_bytes:
             return
@@ -53,12 +101,12 @@ class EntryCache:
             dq = self._by_token[token] = deque()
         dq.append(key)
         self._bytes += cost
-        if self._bytes > self.max_bytes:
+        if self._bytes + self._reserved > self.max_bytes:
             self._evict()
 
     def _evict(self) -> None:
         entries = self._entries
-        while self._bytes > self.max_bytes and entries:
+        while self._bytes + self._reserved > self.max_bytes and entries:
             key, ev = entries.popitem(last=False)
             self._bytes -= len(ev) + _ENTRY_OVERHEAD
             dq = self._by_token.get(key[0])
@@ -68,7 +116,7 @@ class EntryCache:
                 if not dq:
                     del self._by_token[key[0]]
 
-    def get(self, token: int, ledger_id: int, entry_id: int) -> bytes | None:
+    def get(self, token: int, ledger_id: int, entry_id: int) -> _Data | None:
         data = self._entries.get((token, ledger_id, entry_id))
         if data is None:
             self.misses += 1
@@ -76,10 +124,10 @@ class EntryCache:
             self.hits += 1
         return data
 
-    def get_range(self, token: int, ledger_id: int, first: int, last: int, max_bytes: int) -> list[bytes]:
+    def get_range(self, token: int, ledger_id: int, first: int, last: int, max_bytes: int) -> list[_Data]:
         """Consecutive cached entries from `first` (at most up to `last`), stopping at the first
         miss or once max_bytes is reached (the entry crossing it included)."""
-        out: list[bytes] = []
+        out: list[_Data] = []
         total = 0
         get = self._entries.get
         for eid in range(first, last + 1):

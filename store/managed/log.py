@@ -92,7 +92,7 @@ class ManagedLog(LogReads):
         self._cache = cache
         self._token = cache.new_token()
         self._new_ledger_props = new_ledger_props
-        self._reads = BookieReads(client)
+        self._reads = BookieReads(client, cache=cache, token=self._token)
         self._meta_lock = asyncio.Lock()
         self._cursors: dict[str, ManagedCursor] = {}
         self._failure: ManagedLogError | None = None

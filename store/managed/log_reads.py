@@ -83,7 +83,7 @@ class LogReads(LogReader):
     async def _readable_last(self, idx: int, want: int) -> int:
         return self._ledger_last(idx)
 
-    def _cached(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[bytes] | None:
+    def _cached(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[bytes | memoryview] | None:
         return self._cache.get_range(self._token, ledger_id, first, last, max_bytes)
 
     async def read_or_wait(

@@ -17,7 +17,7 @@ class Entry(NamedTuple):
     """One stored entry as returned by reads: its position and payload."""
 
     position: Position
-    data: bytes
+    data: bytes | memoryview  # a view when the entry cache holds one (store/managed/cache.py)
 
 
 EARLIEST = Position(-1, -1)  # sorts before every real position

@@ -8,6 +8,7 @@ ledgers, from the cache when it has them, else from where the ledger lives: its 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from typing import Protocol
 
 from store.managed.metadata import LedgerInfo, LogMetadata, OffloadInfo
@@ -55,7 +56,7 @@ class LogReader:
         """Last readable entry id of the idx-th ledger, `want` being the first one wanted."""
         raise NotImplementedError
 
-    def _cached(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[bytes] | None:
+    def _cached(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[bytes | memoryview] | None:
         """Entries first.. from an entry cache (owning mode); None or [] if it has none."""
         return None
 
@@ -80,7 +81,7 @@ class LogReader:
             lid = ids[i]
             want = min(last, entry + max_entries - len(out) - 1)
             budget = max(max_bytes - total, 1)
-            data = self._cached(lid, entry, want, budget)
+            data: Sequence[bytes | memoryview] | None = self._cached(lid, entry, want, budget)
             if not data:
                 li = self._md.ledgers[i]
                 src = self._source(li)

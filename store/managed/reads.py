@@ -1,5 +1,11 @@
 """Reading entries from bookies for catch-up readers: ledger handles kept open, large range
-reads, and read-ahead of the next range while the caller consumes the current one."""
+reads, and read-ahead of the next range while the caller consumes the current one.
+
+Memory: with an entry cache (an owned log), what is read beyond the caller's request lands in
+that cache, within its byte budget, and read-ahead in flight is reserved against the same
+budget; so a process with hundreds of catch-up readers holds --cache-mb of read data, not a
+few chunks per log (which once held 16 MiB per partition, gigabytes over 500 partitions).
+Without one (a read-only reader), at most one chunk of leftovers is kept per reader."""
 
 from __future__ import annotations
 
@@ -8,21 +14,32 @@ import contextlib
 from collections import OrderedDict
 from typing import Any
 
+from store.managed.cache import EntryCache
 from store.managed.ledgers import LedgerClientLike
 
 READ_CHUNK_BYTES = 8 << 20
 MAX_CHUNK_ENTRIES = 4096
 _MAX_HANDLES = 64
-_MAX_AHEAD = 8
+_MAX_AHEAD = 2
 
 
 class BookieReads:
-    def __init__(self, client: LedgerClientLike, *, chunk_bytes: int = READ_CHUNK_BYTES) -> None:
+    def __init__(
+        self,
+        client: LedgerClientLike,
+        *,
+        chunk_bytes: int = READ_CHUNK_BYTES,
+        cache: EntryCache | None = None,
+        token: int = 0,
+    ) -> None:
         self._client = client
         self._chunk_bytes = chunk_bytes
+        self._cache = cache
+        self._token = token  # the owning log's key space in `cache`
         self._handles: OrderedDict[int, Any] = OrderedDict()
         self._opening: dict[int, asyncio.Future[Any]] = {}
-        # (ledger, first entry) -> entries from there: read-ahead in flight, or leftovers.
+        # (ledger, first entry) -> entries from there: read-ahead in flight, or (without a
+        # cache) leftovers of the last read.
         self._ahead: OrderedDict[tuple[int, int], asyncio.Future[list[bytes]]] = OrderedDict()
 
     async def handle(self, ledger_id: int) -> Any:
@@ -63,15 +80,45 @@ class BookieReads:
         data: list[bytes] = await h.read(first, last)
         return data
 
-    def _prefetch(self, ledger_id: int, first: int, last: int, is_open: bool) -> None:
+    def _prefetch(self, ledger_id: int, first: int, last: int, is_open: bool, estimate: int) -> None:
         key = (ledger_id, first)
         if key in self._ahead or last < first:
             return
+        cache = self._cache
+        if cache is not None and not cache.reserve(estimate):
+            return  # the process's read-ahead budget is in use by other readers: read on demand
         task = asyncio.get_running_loop().create_task(self._fetch(ledger_id, first, last, is_open))
         self._ahead[key] = task
+        if cache is not None:
+            task.add_done_callback(lambda t: self._landed(key, t, estimate))
         while len(self._ahead) > _MAX_AHEAD:
             _, old = self._ahead.popitem(last=False)
             old.cancel()
+
+    def _landed(self, key: tuple[int, int], task: asyncio.Future[list[bytes]], estimate: int) -> None:
+        """A read-ahead finished: release its reservation and, unless a reader took it over
+        already, move its entries into the cache (bounded) instead of keeping them here."""
+        cache = self._cache
+        assert cache is not None
+        cache.release(estimate)
+        if self._ahead.get(key) is not task:
+            return
+        del self._ahead[key]
+        if not task.cancelled() and task.exception() is None:
+            self._keep(key[0], key[1], task.result())
+
+    def _keep(self, ledger_id: int, first: int, entries: list[bytes]) -> None:
+        if self._cache is not None:
+            for i, d in enumerate(entries):
+                self._cache.insert(self._token, ledger_id, first + i, d)
+            return
+        if entries:
+            rest: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
+            rest.set_result(entries)
+            self._ahead[(ledger_id, first)] = rest
+            while len(self._ahead) > _MAX_AHEAD:
+                _, old = self._ahead.popitem(last=False)
+                old.cancel()
 
     async def read(
         self,
@@ -83,7 +130,7 @@ class BookieReads:
         avg_entry_size: int,
         *,
         is_open: bool = False,
-    ) -> list[bytes]:
+    ) -> list[bytes | memoryview]:
         """Entries first..(at most)want_last of a ledger whose last readable entry is
         ledger_last, stopping once max_bytes is reached (at least one entry)."""
         chunk = self._chunk_entries(avg_entry_size)
@@ -105,15 +152,14 @@ class BookieReads:
             total += len(d)
         nxt = first + take
         if take < len(data):
-            rest: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
-            rest.set_result(data[take:])
-            self._ahead[(ledger_id, nxt)] = rest
+            self._keep(ledger_id, nxt, data[take:])
             nxt_fetch = first + len(data)
         else:
             nxt_fetch = nxt
         if nxt_fetch <= ledger_last:
-            self._prefetch(ledger_id, nxt_fetch, min(ledger_last, nxt_fetch + chunk - 1), is_open)
-        return data[:take]
+            estimate = chunk * max(avg_entry_size, 1)
+            self._prefetch(ledger_id, nxt_fetch, min(ledger_last, nxt_fetch + chunk - 1), is_open, estimate)
+        return list(data[:take])
 
     def forget(self, ledger_id: int) -> None:
         """Drop a deleted ledger's handle and read-ahead."""

@@ -4,8 +4,9 @@ Evicts the oldest insertions first. Its budget also covers read-ahead in flight 
 release), so one setting (quire.cache.mb) bounds the data a gateway holds for its readers.
 
 Entries are accounted by the memory they keep alive, not by their length: a memoryview keeps
-its whole underlying buffer (a request frame, a bookie response) alive, so a small view of a
-large buffer is copied out when cached (see _retainable)."""
+its whole underlying buffer (a request frame, a bookie response) alive, so a view is counted
+at its buffer's size, and a small view of a large buffer is copied out when cached (see
+_retainable) rather than pin, say, a 1 MiB frame for a 100-byte batch."""
 
 from __future__ import annotations
 
@@ -23,24 +24,21 @@ _Data = bytes | memoryview
 _AHEAD_SHARE = 4  # read-ahead in flight may reserve up to 1/4 of the budget
 
 
-def _retainable(data: _Data) -> _Data:
-    """`data` itself if caching it keeps about len(data) bytes alive, else a copy. A view of
-    less than half of its buffer would pin the rest of that buffer (a 100-byte batch would
-    keep a 1 MiB produce frame alive) unaccounted: copying it costs len(data) once."""
-    if isinstance(data, memoryview):
-        base = data.obj
-        base_len = base.nbytes if isinstance(base, memoryview) else len(base)  # type: ignore[arg-type]
-        if data.nbytes * 2 < base_len:
-            return data.tobytes()
-    return data
-
-
 def retained_size(data: _Data) -> int:
     """Bytes `data` keeps alive: its underlying buffer's size for a view."""
     if isinstance(data, memoryview):
         base = data.obj
         return base.nbytes if isinstance(base, memoryview) else len(base)  # type: ignore[arg-type]
     return len(data)
+
+
+def _retainable(data: _Data) -> _Data:
+    """`data` itself, or a copy if it is a view of less than half of its buffer: kept as is,
+    it would pin that whole buffer (a 1 MiB produce frame for a 100-byte batch) and be
+    counted at that size; the copy costs len(data) once and lets the buffer go."""
+    if isinstance(data, memoryview) and data.nbytes * 2 < retained_size(data):
+        return data.tobytes()
+    return data
 
 
 class EntryCache:
@@ -87,14 +85,14 @@ class EntryCache:
 
     def insert(self, token: int, ledger_id: int, entry_id: int, data: _Data) -> None:
         data = _retainable(data)
-        cost = len(data) + _ENTRY_OVERHEAD
+        cost = retained_size(data) + _ENTRY_OVERHEAD
         if cost > self.max_bytes:
             return
         key = (token, ledger_id, entry_id)
         entries = self._entries
         old = entries.pop(key, None)
         if old is not None:
-            self._bytes -= len(old) + _ENTRY_OVERHEAD
+            self._bytes -= retained_size(old) + _ENTRY_OVERHEAD
         entries[key] = data
         dq = self._by_token.get(token)
         if dq is None:
@@ -108,7 +106,7 @@ class EntryCache:
         entries = self._entries
         while self._bytes + self._reserved > self.max_bytes and entries:
             key, ev = entries.popitem(last=False)
-            self._bytes -= len(ev) + _ENTRY_OVERHEAD
+            self._bytes -= retained_size(ev) + _ENTRY_OVERHEAD
             dq = self._by_token.get(key[0])
             if dq is not None:
                 while dq and dq[0] not in entries:
@@ -157,7 +155,7 @@ class EntryCache:
                 continue
             data = self._entries.pop(key, None)
             if data is not None:
-                self._bytes -= len(data) + _ENTRY_OVERHEAD
+                self._bytes -= retained_size(data) + _ENTRY_OVERHEAD
         if keep:
             self._by_token[token] = keep
 

@@ -167,7 +167,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="quire-soak-"))
     port = free_port()
     cmd = [sys.executable, "-m", "quire", "standalone", "--data-dir", str(work / "data"), "--port", str(port),
-           "--bookies", "3", "--message-max-bytes", str(4 * MAX_MESSAGE)]  # fmt: skip
+           "--bookies", "3", "--message-max-bytes", str(4 * MAX_MESSAGE),
+           "--metrics", "127.0.0.1:0"]  # metrics on, as by default, on free ports  # fmt: skip
     if args.cache_mb is not None:
         cmd += ["--cache-mb", str(args.cache_mb)]
     env = dict(os.environ, PYTHONPATH=str(ROOT))

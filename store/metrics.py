@@ -168,12 +168,16 @@ def _cache_metrics(caches: list[EntryCache]) -> Iterator[Metric]:
     size = GaugeMetricFamily("quire_entry_cache_bytes", "Bytes held by the entry cache (with bookkeeping)")
     limit = GaugeMetricFamily("quire_entry_cache_max_bytes", "The entry cache's bound")
     entries = GaugeMetricFamily("quire_entry_cache_entries", "Entries held by the entry cache")
+    reserved = GaugeMetricFamily(
+        "quire_entry_cache_readahead_reserved_bytes", "Bytes of the entry cache's bound reserved by read-ahead in flight"
+    )
     hits.add_metric([], sum(c.hits for c in caches))
     misses.add_metric([], sum(c.misses for c in caches))
     size.add_metric([], sum(c.size for c in caches))
     limit.add_metric([], sum(c.max_bytes for c in caches))
     entries.add_metric([], sum(len(c) for c in caches))
-    return iter((hits, misses, size, limit, entries))
+    reserved.add_metric([], sum(c.reserved for c in caches))
+    return iter((hits, misses, size, limit, entries, reserved))
 
 
 # The cache keeps plain int counters (the read path pays nothing more); read on scrape.

@@ -71,10 +71,14 @@ class EntryCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def can_reserve(self, nbytes: int) -> bool:
+        """Whether a read-ahead of about nbytes fits the read-ahead share of the budget."""
+        return self._reserved + nbytes <= self.max_bytes // _AHEAD_SHARE
+
     def reserve(self, nbytes: int) -> bool:
         """Reserve room for a read-ahead of about nbytes (False: the read-ahead share of the
         budget is in use; read on demand instead). Evicts entries to make room."""
-        if self._reserved + nbytes > self.max_bytes // _AHEAD_SHARE:
+        if not self.can_reserve(nbytes):
             return False
         self._reserved += nbytes
         self._evict()

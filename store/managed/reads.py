@@ -140,9 +140,12 @@ class BookieReads:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 data = await fut
         if not data:
-            data = await self._fetch(
-                ledger_id, first, min(ledger_last, first + max(chunk, want_last - first + 1) - 1), is_open
-            )
+            span = max(chunk, want_last - first + 1)
+            if self._cache is not None and not self._cache.can_reserve(chunk * max(avg_entry_size, 1)):
+                # Many readers are catching up at once: read about what was asked, not a chunk
+                # whose rest would be evicted from the cache before it is asked for.
+                span = min(want_last - first + 1, max_bytes // max(avg_entry_size, 1) + 1)
+            data = await self._fetch(ledger_id, first, min(ledger_last, first + span - 1), is_open)
         take, total = 0, 0
         limit = want_last - first + 1
         for d in data:

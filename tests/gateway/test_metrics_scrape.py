@@ -87,6 +87,7 @@ def test_gateway_and_bookie_metrics_move_with_traffic(gw: tuple[StandaloneGatewa
         assert value(m, "quire_gateway_leases_gained_total") >= 1
         assert value(m, "quire_entry_cache_hits_total") + value(m, "quire_entry_cache_misses_total") > 0
         assert value(m, "quire_entry_cache_bytes") > 0
+        assert any(n == "quire_entry_cache_readahead_reserved_bytes" for n, _ in m)  # 0 when idle
         assert value(m, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
         assert value(m, "kafka_coordinator_group_groupmetadatamanager_numgroupsstable") >= 1
         # Adds, client side, labelled by bookie: both bookies of the ensemble.

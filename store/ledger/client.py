@@ -128,6 +128,11 @@ class LedgerClient:
         except NoNodeError:
             raise NoSuchLedgerError(f"ledger {ledger_id} does not exist") from None
 
+    @property
+    def env(self) -> LedgerEnv:
+        """What ledger handles share (auto-recovery works on ledgers through it)."""
+        return self._env
+
     async def metadata(self, ledger_id: int) -> LedgerMetadata:
         return await self._env.read_metadata(ledger_id)
 

@@ -14,6 +14,7 @@ import json
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from store import layout
 from store.ledger.errors import NotEnoughBookiesError
@@ -25,6 +26,7 @@ from store.meta.api import MetaStore, NoNodeError
 class BookieInfo:
     address: str
     rack: str | None = None
+    read_only: bool = False  # disk full: serves reads, takes no new entries
 
 
 async def available_bookies(meta: MetaStore) -> list[BookieInfo]:
@@ -39,23 +41,26 @@ async def available_bookies(meta: MetaStore) -> list[BookieInfo]:
             data, _ = await meta.get(layout.bookie_available(name))
         except NoNodeError:
             return None  # went away between children() and get()
-        rack = None
+        doc: Any = {}
         try:
             doc = json.loads(data) if data else {}
-            rack = doc.get("rack") if isinstance(doc, dict) else None
         except ValueError:
             pass
-        return BookieInfo(name, str(rack) if rack else None)
+        if not isinstance(doc, dict):
+            doc = {}
+        rack = doc.get("rack")
+        return BookieInfo(name, str(rack) if rack else None, bool(doc.get("read_only", False)))
 
     found = await asyncio.gather(*(info(n) for n in names))
     return [b for b in found if b is not None]
 
 
 def _candidates(bookies: Sequence[BookieInfo], exclude: Collection[str]) -> list[BookieInfo]:
+    """Writable bookies not excluded (a read-only bookie takes no new ledgers or fragments)."""
     seen: set[str] = set()
     out = []
     for b in bookies:
-        if b.address not in exclude and b.address not in seen:
+        if b.address not in exclude and b.address not in seen and not b.read_only:
             seen.add(b.address)
             out.append(b)
     return out
@@ -64,7 +69,7 @@ def _candidates(bookies: Sequence[BookieInfo], exclude: Collection[str]) -> list
 def _not_enough(need: int, have: list[BookieInfo], exclude: Collection[str]) -> NotEnoughBookiesError:
     excl = f" (excluding {sorted(exclude)})" if exclude else ""
     return NotEnoughBookiesError(
-        f"need {need} bookies but only {len(have)} live bookies are available{excl}: "
+        f"need {need} bookies but only {len(have)} live writable bookies are available{excl}: "
         f"{sorted(b.address for b in have)}"
     )
 

@@ -1,0 +1,214 @@
+"""The auditor: one per cluster, elected through an ephemeral node, marks under-replicated ledgers.
+
+Lost bookies: a bookie named by some ledger's fragments but not registered is "missing" from
+the first audit that sees it so; once missing for `delay_s` (quire.recovery.delay.s: a restart
+should not cost a re-replication), every ledger with a fragment on it is marked. Decommissioned
+bookies are marked at once. Audits run when the set of registered bookies changes and every
+`interval_s` anyway.
+
+Sampled check (every `check_interval_s`): for every fragment of every ledger (an open ledger's
+last fragment excepted: its writer is still adding), read `sample` entries from each live
+replica that should hold them and mark the bookie if one is missing or fails its digest (bit
+rot, a wiped and re-formatted disk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+
+from store import layout
+from store.bookie.entry import EntryDigestError, unpack_entry
+from store.bookie.errors import BookieError, DigestMismatchError, NoEntryError, NoLedgerError
+from store.ledger.env import LedgerEnv
+from store.ledger.errors import NoSuchLedgerError
+from store.ledger.metadata import LedgerMetadata
+from store.ledger.quorum import write_set
+from store.meta.api import MetaStore, NodeExistsError, NoNodeError
+from store.recovery import marks
+from store.recovery.waiting import event_watch, wait_event
+
+log = logging.getLogger(__name__)
+
+
+async def current_auditor(meta: MetaStore) -> str | None:
+    try:
+        data, _ = await meta.get(layout.RECOVERY_AUDITOR)
+    except NoNodeError:
+        return None
+    return data.decode()
+
+
+async def elect(meta: MetaStore, my_id: str, recheck_s: float = 5.0) -> None:
+    """Return once this session holds the auditor node (waits while another auditor lives)."""
+    while True:
+        try:
+            await meta.create(layout.RECOVERY_AUDITOR, my_id.encode(), ephemeral=True, make_parents=True)
+            return
+        except NodeExistsError:
+            pass
+        changed, wake = event_watch()
+        stat = await meta.exists(layout.RECOVERY_AUDITOR, watch=wake)
+        if stat is None:
+            continue
+        if stat.ephemeral_owner == meta.session_id:
+            return
+        # The watch fires when the holder's session ends; the timeout only guards a lost watch.
+        await wait_event(changed, recheck_s)
+
+
+async def is_auditor(meta: MetaStore) -> bool:
+    stat = await meta.exists(layout.RECOVERY_AUDITOR)
+    return stat is not None and stat.ephemeral_owner == meta.session_id
+
+
+async def all_ledgers(env: LedgerEnv) -> list[LedgerMetadata]:
+    try:
+        names = await env.meta.children(layout.LEDGERS)
+    except NoNodeError:
+        return []
+    out = []
+    for n in names:
+        try:
+            out.append(await env.read_metadata(int(n)))
+        except (NoSuchLedgerError, ValueError):
+            continue
+    return out
+
+
+class Auditor:
+    def __init__(
+        self,
+        env: LedgerEnv,
+        auditor_id: str,
+        *,
+        delay_s: float,
+        interval_s: float = 60.0,
+        check_interval_s: float = 3600.0,
+        sample: int = 4,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.env = env
+        self.meta = env.meta
+        self.auditor_id = auditor_id
+        self.delay_s = delay_s
+        self.interval_s = interval_s
+        self.check_interval_s = check_interval_s
+        self.sample = sample
+        self._clock = clock
+        self._missing_since: dict[str, tuple[float, int]] = {}  # address -> (clock, wall ms)
+        self._rng = random.Random()
+
+    async def run(self) -> None:
+        """Be a candidate; once elected, audit until cancelled (or the session ends)."""
+        await elect(self.meta, self.auditor_id)
+        log.info("auditor %s elected", self.auditor_id,
+                 extra={"fields": {"event": "auditor_elected", "auditor": self.auditor_id}})
+        next_check = self._clock()  # a newly elected auditor checks once at start
+        while True:
+            changed, wake = event_watch()
+            try:
+                await self.meta.children(layout.BOOKIES_AVAILABLE, watch=wake)
+            except NoNodeError:
+                await self.meta.exists(layout.BOOKIES_AVAILABLE, watch=wake)
+            marked = await self.audit_bookies()
+            if self._clock() >= next_check:
+                marked += await self.check_entries()
+                next_check = self._clock() + self.check_interval_s
+            if marked:
+                log.info("auditor marked %d ledgers under-replicated", marked)
+            # Wake on a bookie change, when a missing bookie's grace ends, or after interval_s.
+            wait = min(self.interval_s, max(next_check - self._clock(), 0.0))
+            for since, _ in self._missing_since.values():
+                due = since + self.delay_s - self._clock()
+                if due > 0:
+                    wait = min(wait, due)
+            await wait_event(changed, wait)
+
+    async def audit_bookies(self) -> int:
+        """Mark ledgers with a fragment on a bookie missing past the grace period (or being
+        decommissioned). Returns how many marks changed."""
+        try:
+            alive = set(await self.meta.children(layout.BOOKIES_AVAILABLE))
+        except NoNodeError:
+            alive = set()
+        leaving = await marks.decommissioned(self.meta)
+        now, wall = self._clock(), marks.now_ms()
+        ledgers = await all_ledgers(self.env)
+        named = {a for md in ledgers for a in md.bookies()}
+        for addr in list(self._missing_since):
+            if addr in alive or addr not in named:
+                del self._missing_since[addr]
+        due: dict[str, tuple[int, str]] = {}
+        for addr in named - alive:
+            since, since_wall = self._missing_since.setdefault(addr, (now, wall))
+            if now - since >= self.delay_s:
+                due[addr] = (since_wall, marks.LOST)
+        for addr in named & leaving:
+            due.setdefault(addr, (wall, marks.DECOMMISSION))
+        changed = 0
+        for md in ledgers:
+            hit = {a: v for a, v in due.items() if a in md.bookies()}
+            if hit and await marks.mark(self.meta, md.ledger_id, hit):
+                changed += 1
+                log.info("ledger %d under-replicated: %s", md.ledger_id, sorted(hit),
+                         extra={"fields": {"event": "ledger_under_replicated", "ledger": md.ledger_id,
+                                           "bookies": sorted(hit)}})
+        return changed
+
+    async def check_entries(self) -> int:
+        """The sampled read check; returns how many marks changed."""
+        try:
+            alive = set(await self.meta.children(layout.BOOKIES_AVAILABLE))
+        except NoNodeError:
+            return 0
+        changed = 0
+        for md in await all_ledgers(self.env):
+            bad: dict[str, tuple[int, str]] = {}
+            for i, (first, ensemble) in enumerate(md.ensembles):
+                end = md.fragment_end(i)
+                if end is None:
+                    if not md.is_closed:
+                        continue  # the writer's open fragment
+                    end = md.last_entry_id
+                elif md.is_closed:
+                    end = min(end, md.last_entry_id)
+                if end < first:
+                    continue
+                for p, addr in enumerate(ensemble):
+                    if addr in alive and addr not in bad and not await self._sample_ok(md, first, end, p, addr):
+                        bad[addr] = (marks.now_ms(), marks.CHECK)
+            if bad and await marks.mark(self.meta, md.ledger_id, bad):
+                changed += 1
+                log.warning("ledger %d: sampled check found missing or corrupt copies on %s", md.ledger_id,
+                            sorted(bad), extra={"fields": {"event": "ledger_check_failed", "ledger": md.ledger_id,
+                                                           "bookies": sorted(bad)}})
+        return changed
+
+    async def _sample_ok(self, md: LedgerMetadata, first: int, end: int, pos: int, addr: str) -> bool:
+        e, wq = md.ensemble_size, md.write_quorum
+        picks: set[int] = set()
+        for _ in range(self.sample * e):
+            if len(picks) >= self.sample:
+                break
+            x = first + self._rng.randrange(end - first + 1)
+            if pos in write_set(x, e, wq):
+                picks.add(x)
+        for x in range(end, max(first, end - e + 1) - 1, -1):  # and the last entry it holds
+            if pos in write_set(x, e, wq):
+                picks.add(x)
+                break
+        for eid in sorted(picks):
+            try:
+                packed = await asyncio.wait_for(
+                    self.env.bookies.get(addr).read(md.ledger_id, eid), self.env.read_timeout
+                )
+                unpack_entry(packed, md.ledger_id, eid)
+            except (NoEntryError, NoLedgerError, EntryDigestError, DigestMismatchError):
+                return False
+            except (BookieError, OSError, TimeoutError):
+                return True  # unreachable is the lost-bookie path's business, not a bad copy
+        return True

@@ -1,0 +1,126 @@
+"""Auto-recovery against real bookie processes: the auditor marks, workers re-replicate."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store.bookie.entry import unpack_entry
+from store.ledger import LedgerClient
+from store.ledger.body import unwrap
+from store.ledger.metadata import LedgerMetadata
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
+from store.recovery import marks
+from store.recovery.auditor import Auditor
+from store.recovery.service import status, under_replicated
+from store.recovery.worker import ReplicationWorker
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def meta(tmp_path: Path) -> AsyncIterator[tuple[str, MetaStore]]:
+    url = f"embedded://{tmp_path / 'meta'}"
+    m = open_meta(url)
+    await m.start()
+    yield url, m
+    await m.close()
+
+
+def payload(lid: int, i: int) -> bytes:
+    return b"%d:%06d:" % (lid, i) + bytes([i % 251]) * (i % 300)
+
+
+async def write_ledger(lc: LedgerClient, n: int, *, close: bool = True) -> Any:
+    w = await lc.create(3, 3, 2)
+    await asyncio.gather(*(w.append(payload(w.ledger_id, i)) for i in range(n)))
+    if close:
+        await w.close()
+    return w
+
+
+async def read_all(meta: MetaStore, lid: int) -> list[bytes]:
+    lc = LedgerClient(meta, read_timeout=2.0)
+    try:
+        r = await lc.open(lid)
+        return await r.read(0, r.metadata.last_entry_id) if r.metadata.last_entry_id >= 0 else []
+    finally:
+        await lc.close()
+
+
+async def eventually(cond: Any, within: float = 30.0) -> None:
+    """Poll an async condition until it holds (a deadline, not a sleep to let things happen)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await cond():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_auditor_marks_after_grace_and_worker_rereplicates_closed_ledgers(
+    bookie_cluster: Any, meta: tuple[str, MetaStore]
+) -> None:
+    url, m = meta
+    procs = {b.address: b for b in await bookie_cluster(5, url)}
+    lc = LedgerClient(m)
+    ledgers: list[LedgerMetadata] = []
+    for _ in range(6):
+        w = await write_ledger(lc, 200)
+        ledgers.append(await lc.metadata(w.ledger_id))
+    victim = ledgers[0].ensembles[0][1][0]
+    on_victim = {md.ledger_id for md in ledgers if victim in md.bookies()}
+    assert on_victim != {md.ledger_id for md in ledgers}, "placement put every ledger on one bookie: rerun"
+    procs[victim].kill()
+    await eventually(lambda: _gone(m, victim))
+
+    now = [1000.0]
+    auditor = Auditor(lc.env, "test-auditor", delay_s=30.0, clock=lambda: now[0])
+    assert await auditor.audit_bookies() == 0  # within the grace period: nothing marked
+    assert await marks.marked_ledgers(m) == []
+    now[0] += 29.0
+    assert await auditor.audit_bookies() == 0
+    now[0] += 1.0
+    assert await auditor.audit_bookies() == len(on_victim)
+    assert set(await marks.marked_ledgers(m)) == on_victim
+    docs = await under_replicated(m)
+    assert all(set(d["bookies"]) == {victim} and d["bookies"][victim]["reason"] == "lost" for d in docs)
+
+    worker = ReplicationWorker(lc.env, "test-worker")
+    assert await worker.run_once() == len(on_victim)
+    assert await marks.marked_ledgers(m) == []
+    st = await status(m)
+    assert st["under_replicated"] == 0 and st["ledgers_rereplicated"] == len(on_victim)
+    assert st["bytes_rereplicated"] > 0
+    for md in ledgers:
+        after = await lc.metadata(md.ledger_id)
+        assert victim not in after.bookies()
+        if md.ledger_id not in on_victim:
+            assert after.ensembles == md.ensembles  # untouched
+        got = await read_all(m, md.ledger_id)
+        assert got == [payload(md.ledger_id, i) for i in range(200)]
+
+    # Every entry is on 3 live bookies again: the replacement holds its own copy of each ...
+    for lid in on_victim:
+        after = await lc.metadata(lid)
+        (newcomer,) = after.bookies() - next(md for md in ledgers if md.ledger_id == lid).bookies()
+        client = lc.env.bookies.get(newcomer)
+        for i in range(200):
+            packed = await client.read(lid, i)
+            assert bytes(unwrap(unpack_entry(packed, lid, i)[3])[1]) == payload(lid, i)
+    # ... so a second failure afterwards loses nothing.
+    second = sorted(ledgers[0].bookies() - {victim})[0]
+    procs[second].kill()
+    for md in ledgers:
+        assert await read_all(m, md.ledger_id) == [payload(md.ledger_id, i) for i in range(200)]
+    await lc.close()
+
+
+async def _gone(m: MetaStore, address: str) -> bool:
+    from store.ledger.placement import available_bookies
+
+    return address not in {b.address for b in await available_bookies(m)}

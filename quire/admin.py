@@ -6,12 +6,15 @@
     quire admin --meta URL gateways list
     quire admin --data-dir ./quire-data groups list
     quire admin --data-dir ./quire-data groups describe my-group
+    quire admin --meta URL ledgers under-replicated
+    quire admin --meta URL recovery status
+    quire admin --meta URL bookies decommission HOST:PORT   (drains it through auto-recovery)
     quire admin topics list --meta URL      (options may also follow the subcommand)
     quire admin --data-dir ./quire-data offload status [TOPIC]
     quire admin --data-dir ./quire-data offload trigger TOPIC
     quire admin --data-dir ./quire-data offload cleanup [--config server.properties]
 
-Read-only except `offload trigger` (asks partition owners to offload now, through request nodes
+Read-only except `bookies decommission` (marks a bookie's ledgers for auto-recovery), `offload trigger` (asks partition owners to offload now, through request nodes
 they watch) and `offload cleanup` (removes offloaded objects no metadata names; the tier comes
 from quire.offload.* in --config / QUIRE_OFFLOAD_* / the data dir). Reads the metadata store, and for groups also the `__consumer_offsets` logs and the tails
 of partition logs, read from the bookies without fencing. Tables by default, --json for scripts.
@@ -25,18 +28,21 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from gateway.cluster import inspect
 from quire import settings as st
 from quire.gateway import offload_settings
+from store.ledger.client import LedgerClient
 from store.ledger.errors import LedgerError
 from store.managed.errors import ManagedLogError
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from store.offload import make_tier, offloader
 from store.offload.tier import Tier
+from store.recovery import service as recovery
 
 
 def _common() -> argparse.ArgumentParser:
@@ -68,6 +74,16 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("name")
     b = sub.add_parser("bookies", help="storage nodes").add_subparsers(dest="action")
     b.add_parser("list", help="address, rack, disk use, liveness", parents=[common])
+    dc = b.add_parser("decommission", help="drain a bookie through auto-recovery: mark all its ledgers "
+                      "under-replicated, then wait until none names it", parents=[common])
+    dc.add_argument("id", help="the bookie's address HOST:PORT")
+    dc.add_argument("--wait", type=float, default=600.0, help="seconds to wait for the drain (0: do not wait)")
+    lg = sub.add_parser("ledgers", help="ledgers").add_subparsers(dest="action")
+    lg.add_parser("under-replicated", help="ledgers that lost a replica: which bookies, since when, why",
+                  parents=[common])
+    rc = sub.add_parser("recovery", help="auto-recovery").add_subparsers(dest="action")
+    rc.add_parser("status", help="auditor, under-replicated ledgers, re-replication in progress and done",
+                  parents=[common])
     g = sub.add_parser("gateways", help="live gateways").add_subparsers(dest="action")
     g.add_parser("list", help="node ids, addresses, partitions owned", parents=[common])
     cg = sub.add_parser("groups", help="consumer groups").add_subparsers(dest="action")
@@ -98,7 +114,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     args.meta = getattr(args, "meta", None)
     args.data_dir = getattr(args, "data_dir", None)
     args.json = getattr(args, "json", False)
-    args.action = args.action or "list"  # a bare noun lists
+    args.action = args.action or {"ledgers": "under-replicated", "recovery": "status"}.get(args.what, "list")
     if (args.meta is None) == (args.data_dir is None):
         p.error("give exactly one of --meta URL or --data-dir DIR")
     return args
@@ -215,6 +231,52 @@ def _render_bookies(docs: list[dict[str, Any]]) -> str:
         for d in docs
     ]
     return table(["BOOKIE", "STATUS", "RACK", "DISK_USED", "DISK_FREE", "INSTANCE"], rows)
+
+
+def _when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms else "-"
+
+
+def _render_under_replicated(docs: list[dict[str, Any]]) -> str:
+    rows = [
+        (
+            d["ledger_id"],
+            ", ".join(f"{a} ({b['reason']})" for a, b in sorted(d["bookies"].items())),
+            _when(d["since_ms"]),
+            "yes" if d["in_progress"] else "no",
+        )
+        for d in docs
+    ]
+    return table(["LEDGER", "BOOKIES", "SINCE", "IN_PROGRESS"], rows)
+
+
+def _render_recovery(doc: dict[str, Any]) -> str:
+    last = doc["last_replication_s"]
+    rows = [
+        ("auditor", doc["auditor"] or "none elected"),
+        ("under-replicated ledgers", doc["under_replicated"]),
+        ("in progress", doc["in_progress"]),
+        ("re-replicated", f"{_size(doc['bytes_rereplicated'])} ({doc['entries_rereplicated']} entries, "
+                          f"{doc['ledgers_rereplicated']} ledgers)"),
+        ("last ledger fully replicated after", "-" if last is None else f"{last:.1f} s"),
+        ("decommissioning", ", ".join(doc["decommissioning"]) or "-"),
+    ]
+    return table(["", ""], rows)
+
+
+async def _decommission(meta: MetaStore, address: str, wait: float) -> tuple[int, Any, str]:
+    lc = LedgerClient(meta)
+    try:
+        before = await recovery.ledgers_on(lc.env, address)
+        left = await recovery.decommission(lc.env, address, wait_s=wait or None)
+    finally:
+        await lc.close()
+    doc = {"bookie": address, "ledgers": len(before), "remaining": left}
+    if left and wait:
+        return 1, doc, f"bookie {address}: {len(left)} of {len(before)} ledgers still on it after {wait:.0f} s: {left}"
+    if left:
+        return 0, doc, f"bookie {address}: {len(left)} ledgers marked under-replicated; auto-recovery drains them"
+    return 0, doc, f"bookie {address} drained: no ledger names it ({len(before)} moved); it can be stopped"
 
 
 def _render_gateways(docs: list[dict[str, Any]]) -> str:
@@ -436,9 +498,17 @@ async def _run(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str
         if doc is None:
             return 1, {"error": f"unknown topic {args.name!r}"}, f"error: unknown topic {args.name!r}"
         return 0, doc, _render_topic(doc)
+    if args.what == "bookies" and args.action == "decommission":
+        return await _decommission(meta, args.id, args.wait)
     if args.what == "bookies":
         docs = await inspect.list_bookies(meta)
         return 0, docs, _render_bookies(docs)
+    if args.what == "ledgers":
+        docs = await recovery.under_replicated(meta)
+        return 0, docs, _render_under_replicated(docs)
+    if args.what == "recovery":
+        doc = await recovery.status(meta)
+        return 0, doc, _render_recovery(doc)
     if args.what == "gateways":
         docs = await inspect.list_gateways(meta)
         return 0, docs, _render_gateways(docs)

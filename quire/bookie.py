@@ -10,17 +10,33 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from store.bookie.bookie import Bookie, BookieConfig
+from store.bookie.disk import DiskConfig, DiskMonitor, disk_usage_of
 from store.bookie.server import BookieServer
 from store.metrics import start_metrics
+from store.ledger.client import LedgerClient
+from store.recovery.service import AutoRecovery, RecoveryConfig
+from store.recovery.waiting import wait_event
+
+if TYPE_CHECKING:
+    from quire.settings import Resolved
 
 log = logging.getLogger(__name__)
 REFRESH_S = 5.0  # how fresh the disk use `quire admin bookies` shows is
 
 
 async def _serve(
-    data_dir: Path, journal_dir: Path, host: str, port: int, meta_url: str, rack: str | None, config: BookieConfig
+    data_dir: Path,
+    journal_dir: Path,
+    host: str,
+    port: int,
+    meta_url: str,
+    rack: str | None,
+    config: BookieConfig,
+    disk: DiskConfig,
+    recovery: RecoveryConfig | None,
 ) -> int:
     from store.bookie.registration import CookieMismatchError, Registration, check_cookie
     from store.meta.factory import open_meta
@@ -59,16 +75,35 @@ async def _serve(
             await reg.register()
             log.info("bookie %s serving (instance %s)", address, instance_id)
 
+            poke = asyncio.Event()
+
             async def refresh() -> None:
                 while True:
-                    await asyncio.sleep(REFRESH_S)
+                    await wait_event(poke, REFRESH_S)
+                    poke.clear()
                     try:
                         await reg.refresh()
                     except Exception as e:
                         log.warning("could not refresh registration: %s", e)
 
+            def disk_mode(read_only: bool) -> None:
+                # Refuse adds at once; tell placement through the registration right away.
+                bookie.read_only = reg.read_only = read_only
+                poke.set()
+
             refresher = asyncio.create_task(refresh())
+            monitor = DiskMonitor(disk_usage_of(data_dir), disk, disk_mode)
+            monitor.start()
+            auto: AutoRecovery | None = None
+            lc = LedgerClient(meta)
+            if recovery is not None:
+                auto = AutoRecovery(lc.env, f"bookie {address}", recovery)
+                auto.start()
             await stop.wait()
+            if auto is not None:
+                await auto.close()
+            await lc.close()
+            await monitor.close()
             refresher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await refresher
@@ -97,11 +132,14 @@ def run_bookie(
     flush_interval: float | None = None,
     write_cache_mb: float | None = None,
     metrics: tuple[str, int] | None = None,
+    disk: DiskConfig | None = None,
+    recovery: RecoveryConfig | None = None,
 ) -> int:
     """Run a bookie until SIGTERM/SIGINT (clean shutdown, everything flushed); the exit code.
     no_fsync: acknowledge adds without fdatasync (unsafe: benchmarks only). The others
     override BookieConfig / StorageConfig defaults (seconds, seconds, MiB). metrics: where to
-    serve Prometheus metrics (None: not served)."""
+    serve Prometheus metrics (None: not served). recovery: run auto-recovery (auditor
+    candidate and replication worker) in this process (None: off)."""
     config = BookieConfig()
     if no_fsync:
         config.journal_sync = False
@@ -128,7 +166,7 @@ def run_bookie(
     except ImportError:  # pragma: no cover
         runner = asyncio.run  # type: ignore[assignment]
     try:
-        return runner(_serve(d, j, host, port, meta_url, rack, config))
+        return runner(_serve(d, j, host, port, meta_url, rack, config, disk or DiskConfig(), recovery))
     except OSError as e:
         print(f"quire bookie {host}:{port}: {e}", file=sys.stderr)
         return 1
@@ -142,6 +180,12 @@ def main(args: argparse.Namespace) -> int:
                if s.key in ("quire.meta", "quire.bookie.port", "quire.data.dir") and r.get_value(s.key) is None]
     if missing:
         raise st.SettingsError(f"missing {', '.join(missing)}")
+    if getattr(args, "action", None) == "format":
+        d = Path(r.get_value("quire.data.dir")).absolute()
+        jd = r.get_value("quire.bookie.journal.dir")
+        return format_main(d, Path(jd).absolute() if jd else d / "journal",
+                           f"{r.get_value('quire.bookie.host')}:{r.get_value('quire.bookie.port')}",
+                           r.get_value("quire.meta"))
     metrics = st.metrics(r)
     return run_bookie(
         data_dir=r.get_value("quire.data.dir"),
@@ -155,4 +199,39 @@ def main(args: argparse.Namespace) -> int:
         flush_interval=r.get_value("quire.bookie.flush.interval.s"),
         write_cache_mb=r.get_value("quire.bookie.write.cache.mb"),
         metrics=metrics,
+        disk=DiskConfig(threshold=r.get_value("quire.bookie.disk.usage.threshold"),
+                        lwm=r.get_value("quire.bookie.disk.usage.lwm"),
+                        check_interval_s=r.get_value("quire.bookie.disk.check.interval.s")),
+        recovery=recovery_config(r) if r.get_value("quire.recovery.enable") else None,
     )
+
+
+def recovery_config(r: Resolved) -> RecoveryConfig:
+    """Auto-recovery settings (shared by bookies and `quire recovery`)."""
+    return RecoveryConfig(delay_s=r.get_value("quire.recovery.delay.s"),
+                          audit_interval_s=r.get_value("quire.recovery.audit.interval.s"),
+                          check_interval_s=r.get_value("quire.recovery.check.interval.s"),
+                          check_sample=r.get_value("quire.recovery.check.sample"))
+
+
+def format_main(data_dir: Path, journal_dir: Path, address: str, meta_url: str) -> int:
+    """`quire bookie format`: a new empty identity for the bookie at `address`."""
+    from store.bookie.registration import CookieMismatchError, format_bookie
+    from store.meta.factory import open_meta
+
+    async def go() -> str:
+        meta = open_meta(meta_url)
+        await meta.start()
+        try:
+            return await format_bookie(meta, address, data_dir, journal_dir)
+        finally:
+            await meta.close()
+
+    try:
+        instance = asyncio.run(go())
+    except (CookieMismatchError, OSError) as e:
+        print(f"quire bookie format {address}: {e}", file=sys.stderr)
+        return 2
+    print(f"bookie {address} formatted: {data_dir} is empty, new instance {instance}; "
+          "start it and auto-recovery refills its ledgers")
+    return 0

@@ -25,8 +25,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=None, help="shorthand: the port of --listen [default: 9092]")
     g = sub.add_parser("gateway", help="run one Kafka gateway of a cluster")
     settings.add_arguments(g, settings.GATEWAY)
-    b = sub.add_parser("bookie", help="run a storage node")
+    b = sub.add_parser("bookie", help="run a storage node (`quire bookie format ...`: give a wiped bookie a new identity)")
+    b.add_argument("action", nargs="?", choices=["format"],
+                   help="format: empty the bookie's directories and replace its cookie (the bookie must be stopped); "
+                   "auto-recovery then refills it")
     settings.add_arguments(b, settings.BOOKIE)
+    r = sub.add_parser("recovery", help="run an auto-recovery process: auditor candidate and replication worker")
+    settings.add_arguments(r, settings.RECOVERY)
     a = sub.add_parser("admin", help="inspect topics, ledgers, bookies, gateways and groups", add_help=False)
     a.add_argument("args", nargs=argparse.REMAINDER)
     return p
@@ -75,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
             from quire.bookie import main as bookie_main
 
             return bookie_main(args)
+        if args.command == "recovery":
+            from quire.recovery import main as recovery_main
+
+            return recovery_main(args)
     except settings.SettingsError as e:
         print(f"quire {args.command}: {e}", file=sys.stderr)
         return 2

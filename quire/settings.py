@@ -23,15 +23,18 @@ from coordinator.group.config import GroupConfig
 from gateway.config import BrokerSetting
 from gateway.topics.configs import TOPIC_CONFIGS, ConfigSource, ConfigType
 from store.bookie.bookie import BookieConfig
+from store.bookie.disk import DiskConfig
 from store.managed.cache import DEFAULT_CACHE_BYTES
 from store.metrics import DEFAULT_METRICS, metrics_address
 from store.offload.offloader import DEFAULT_CLEANUP_MARGIN_MS, DEFAULT_DELETION_LAG_MS
+from store.recovery.service import RecoveryConfig
 
 log = logging.getLogger(__name__)
-GATEWAY, BOOKIE, STANDALONE = "gateway", "bookie", "standalone"
+GATEWAY, BOOKIE, STANDALONE, RECOVERY = "gateway", "bookie", "standalone", "recovery"
 G = frozenset({GATEWAY, STANDALONE})
 B = frozenset({BOOKIE, STANDALONE})
 ALL = G | B
+R = B | {RECOVERY}  # auto-recovery runs in bookies and in `quire recovery` processes
 
 
 class SettingsError(ValueError):
@@ -77,6 +80,8 @@ class Setting:
 
 _GROUP = GroupConfig()
 _BOOKIE = BookieConfig()
+_DISK = DiskConfig()
+_RECOVERY = RecoveryConfig()
 _KAFKA_PREFIXED = ("PLAINTEXT://",)
 
 
@@ -138,7 +143,7 @@ SETTINGS: tuple[Setting, ...] = (
     *_topic_defaults(),
     # Quire's own
     Setting("quire.meta", str, None, "metadata store: zk://host:port/chroot or embedded:///dir (required)",
-            frozenset({GATEWAY, BOOKIE}), described=False),
+            frozenset({GATEWAY, BOOKIE, RECOVERY}), described=False),
     Setting("quire.meta.session.timeout.s", float, 10.0,
             "metadata-store session timeout in seconds: how fast a dead gateway's partitions move", G,
             flag="--session-timeout"),
@@ -186,6 +191,25 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds between checkpoints", B, flag="--flush-interval", described=False),
     Setting("quire.bookie.write.cache.mb", float, _BOOKIE.storage.write_cache_bytes / (1 << 20),
             "bookie write cache, MiB; adds wait beyond it", B, flag="--write-cache-mb", described=False),
+    Setting("quire.bookie.disk.usage.threshold", float, _DISK.threshold,
+            "fraction of the data disk in use at which the bookie turns read-only (refuses adds)", B,
+            described=False),
+    Setting("quire.bookie.disk.usage.lwm", float, _DISK.lwm,
+            "fraction of the data disk in use below which a read-only bookie is writable again", B, described=False),
+    Setting("quire.bookie.disk.check.interval.s", float, _DISK.check_interval_s,
+            "seconds between disk-usage checks", B, described=False),
+    Setting("quire.recovery.enable", bool, True,
+            "run auto-recovery in the bookie: an auditor candidate and a replication worker", B, described=False),
+    Setting("quire.recovery.delay.s", float, _RECOVERY.delay_s,
+            "seconds a bookie must be gone before its ledgers are marked under-replicated", R, described=False),
+    Setting("quire.recovery.audit.interval.s", float, _RECOVERY.audit_interval_s,
+            "seconds between the auditor's scans for lost bookies (it also wakes on every bookie change)", R,
+            described=False),
+    Setting("quire.recovery.check.interval.s", float, _RECOVERY.check_interval_s,
+            "seconds between the auditor's sampled read checks of every replica (missing or corrupt copies)", R,
+            described=False),
+    Setting("quire.recovery.check.sample", int, _RECOVERY.check_sample,
+            "entries the sampled check reads per bookie and fragment", R, described=False),
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 _BY_ANY_KEY: dict[str, Setting] = {**BY_KEY, **{a: s for s in SETTINGS for a in s.aliases}}
@@ -381,7 +405,7 @@ def described(resolved: Resolved, role: str, overrides: Mapping[str, Any] | None
     return tuple(out)
 
 
-def table_markdown(roles: Sequence[str] = (GATEWAY, BOOKIE, STANDALONE)) -> str:
+def table_markdown(roles: Sequence[str] = (GATEWAY, BOOKIE, STANDALONE, RECOVERY)) -> str:
     """The README's settings table (tests check the README matches it)."""
     rows = ["| key | env | flag | default | roles | meaning |", "|---|---|---|---|---|---|"]
     for s in SETTINGS:

@@ -26,6 +26,7 @@ from store.bookie.errors import (
     DigestMismatchError,
     FencedError,
     NoLedgerError,
+    ReadOnlyError,
     Status,
 )
 from store.bookie.flush import Entry
@@ -67,6 +68,7 @@ class Bookie:
             )
         self._fencing: dict[int, asyncio.Future[None]] = {}
         self.replayed = 0
+        self.read_only = False  # set by store.bookie.disk.DiskMonitor when the disk fills
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -116,6 +118,9 @@ class Bookie:
             raise BadRequestError(f"entry of ledger {lid} sent as an add to ledger {ledger_id}")
         if eid < 0:
             raise BadRequestError(f"negative entry id {eid}")
+        if self.read_only:
+            raise ReadOnlyError("bookie is read-only (disk usage above quire.bookie.disk.usage.threshold): "
+                                "change ensemble")
         if lid in self.storage.ledgers.tombstones:
             if recovery:
                 raise NoLedgerError(f"ledger {lid} was deleted")

@@ -47,6 +47,12 @@ class DigestMismatchError(BookieError):
     status = Status.DIGEST_MISMATCH
 
 
+class ReadOnlyError(BookieError):
+    """The bookie's disk is full: it serves reads but refuses adds (writers change ensemble)."""
+
+    status = Status.READ_ONLY
+
+
 class BookieUnavailableError(BookieError):
     """Connection refused, dropped or timed out: the bookie may be down or slow."""
 
@@ -57,6 +63,7 @@ _BY_STATUS: dict[Status, type[BookieError]] = {
     Status.BAD_REQUEST: BadRequestError,
     Status.FENCED: FencedError,
     Status.DIGEST_MISMATCH: DigestMismatchError,
+    Status.READ_ONLY: ReadOnlyError,
 }
 
 

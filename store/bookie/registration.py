@@ -82,7 +82,8 @@ async def check_cookie(meta: MetaStore, address: str, data_dir: Path, journal_di
                 raise CookieMismatchError(
                     f"directory {d} has no cookie but the metadata store has one for {address} "
                     f"(instance {stored['instance_id']}): the disk was wiped or replaced; refusing to "
-                    "start and serve empty data (decommission the bookie's cookie first)"
+                    "start and serve empty data; if the data is really gone, run "
+                    "`quire bookie format --data-dir DIR --port PORT --meta URL` and auto-recovery refills it"
                 )
             if c["instance_id"] != stored["instance_id"]:
                 raise CookieMismatchError(
@@ -105,6 +106,27 @@ async def check_cookie(meta: MetaStore, address: str, data_dir: Path, journal_di
     except NodeExistsError:
         return await check_cookie(meta, address, data_dir, journal_dir)
     return instance_id
+
+
+async def format_bookie(meta: MetaStore, address: str, data_dir: Path, journal_dir: Path) -> str:
+    """Give the bookie at `address` a new, empty identity (BookKeeper's bookieformat): refuse
+    while it is registered (running); empty its directories, delete its cookie in the metadata
+    store and write fresh ones. Returns the new instance id. Ledgers that named the bookie are
+    refilled by auto-recovery (the auditor's sampled check finds the missing entries)."""
+    if await meta.exists(layout.bookie_available(address)) is not None:
+        raise CookieMismatchError(f"bookie {address} is running (registered): stop it before formatting")
+    for d in {data_dir, journal_dir}:
+        if d.exists():
+            for child in d.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+    try:
+        await meta.delete(layout.bookie_cookie(address))
+    except NoNodeError:
+        pass
+    return await check_cookie(meta, address, data_dir, journal_dir)
 
 
 def _used_bytes(dirs: list[Path]) -> int:
@@ -141,6 +163,7 @@ class Registration:
         self.data_dir = data_dir
         self.journal_dir = journal_dir
         self.path = layout.bookie_available(address)
+        self.read_only = False  # disk full: placement skips this bookie (store.bookie.disk)
 
     async def _info(self) -> bytes:
         used = await asyncio.to_thread(_used_bytes, [self.data_dir, self.journal_dir])
@@ -153,6 +176,7 @@ class Registration:
                 "data_dir": str(self.data_dir),
                 "disk_used_bytes": used,
                 "disk_free_bytes": free,
+                "read_only": self.read_only,
             }
         ).encode()
 

@@ -1,0 +1,58 @@
+"""`quire recovery`: a standalone auto-recovery process (an auditor candidate and a replication
+worker), for clusters whose bookies run with --no-recovery-enable or that want more workers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+
+from quire import settings as st
+from quire.bookie import recovery_config
+from store.ledger.client import LedgerClient
+from store.meta.factory import open_meta
+from store.recovery.service import AutoRecovery, RecoveryConfig
+
+log = logging.getLogger(__name__)
+
+
+async def _serve(meta_url: str, config: RecoveryConfig) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    exit_code = 0
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    meta = open_meta(meta_url)
+    await meta.start()
+
+    def session_lost() -> None:
+        nonlocal exit_code
+        log.error("metadata session lost: stopping (the auditor role and ledger locks are gone)")
+        exit_code = 3
+        stop.set()
+
+    meta.add_session_listener(session_lost)
+    lc = LedgerClient(meta)
+    node_id = f"recovery {socket.gethostname()}:{os.getpid()}"
+    auto = AutoRecovery(lc.env, node_id, config)
+    try:
+        auto.start()
+        log.info("%s running", node_id)
+        await stop.wait()
+    finally:
+        await auto.close()
+        await lc.close()
+        with contextlib.suppress(Exception):
+            await meta.close()
+    return exit_code
+
+
+def main(args: argparse.Namespace) -> int:
+    r = st.resolve(st.RECOVERY, args, file=args.config)
+    if r.get_value("quire.meta") is None:
+        raise st.SettingsError("missing --meta (quire.meta)")
+    return asyncio.run(_serve(r.get_value("quire.meta"), recovery_config(r)))

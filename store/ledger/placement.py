@@ -69,7 +69,7 @@ def _candidates(bookies: Sequence[BookieInfo], exclude: Collection[str]) -> list
 def _not_enough(need: int, have: list[BookieInfo], exclude: Collection[str]) -> NotEnoughBookiesError:
     excl = f" (excluding {sorted(exclude)})" if exclude else ""
     return NotEnoughBookiesError(
-        f"need {need} bookies but only {len(have)} live writable bookies are available{excl}: "
+        f"need {need} bookies but only {len(have)} live bookies are available{excl}: "
         f"{sorted(b.address for b in have)}"
     )
 

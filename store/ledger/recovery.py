@@ -1,6 +1,7 @@
 """Recovering a ledger whose writer is gone: fence, find the end, re-replicate the tail, close.
 
-BookKeeper's LedgerRecoveryOp. Safe to run twice or concurrently: every recoverer fences and
+BookKeeper's LedgerRecoveryOp. When a bookie of the last fragment is gone, the re-added tail goes
+to a replacement (a new fragment, as BookKeeper's recovery ensemble change). Safe to run twice or concurrently: every recoverer fences and
 reads the same bookies, and the compare-and-set that closes the ledger decides; a loser adopts
 the winner's closed metadata.
 """
@@ -14,10 +15,11 @@ from store.bookie.entry import EntryDigestError, unpack_entry
 from store.bookie.errors import BookieError, NoEntryError, NoLedgerError
 from store.ledger.body import unwrap
 from store.ledger.env import LedgerEnv
-from store.ledger.errors import LedgerRecoveryError, MetadataVersionError
+from store.ledger.errors import LedgerRecoveryError, MetadataVersionError, NotEnoughBookiesError
 from store.ledger.fetch import read_one
 from store.ledger.metadata import CLOSED, IN_RECOVERY, OPEN, LedgerMetadata
 from store.ledger.metrics import LEDGER_RECOVERIES
+from store.ledger.placement import available_bookies
 from store.ledger.quorum import is_covered, missing_for_absence, write_set
 
 log = logging.getLogger(__name__)
@@ -31,9 +33,14 @@ async def recover(env: LedgerEnv, ledger_id: int) -> LedgerMetadata:
     md = await _mark_in_recovery(env, ledger_id)
     if md.state == CLOSED:
         return md
-    start, ensemble = md.ensembles[-1]
+    start = md.ensembles[-1][0]
     lac = max(await _fence(env, md), start - 1)
     last, length = lac, await _length_at(env, md, lac)
+    # Reads use the fenced fragment; re-adds go to its ensemble, or to replacements of gone bookies.
+    new_md = await _replace_gone(env, md, lac)
+    if new_md.state == CLOSED:
+        return new_md
+    ensemble = new_md.ensembles[-1][1]
     readds: list[asyncio.Task[None]] = []
     try:
         eid = lac + 1
@@ -58,7 +65,41 @@ async def recover(env: LedgerEnv, ledger_id: int) -> LedgerMetadata:
     finally:
         for t in readds:
             t.cancel()
-    return await _close(env, md, last, length)
+    return await _close(env, new_md, last, length)
+
+
+async def _replace_gone(env: LedgerEnv, md: LedgerMetadata, lac: int) -> LedgerMetadata:
+    """A bookie of the last fragment that is no longer registered cannot take the re-added
+    tail: start a new fragment at lac+1 on a replacement (recorded with compare-and-set before
+    any re-add, as BookKeeper's recovery ensemble change). The entries up to lac stay where they
+    are; auto-recovery re-replicates them."""
+    ensemble = md.ensembles[-1][1]
+    live = await available_bookies(env.meta)
+    alive = {b.address for b in live}
+    gone = {a for a in ensemble if a not in alive}
+    if not gone:
+        return md
+    new = list(ensemble)
+    for i, addr in enumerate(ensemble):
+        if addr in gone:
+            try:
+                new[i] = env.placement.replace_bookie(new, i, md.write_quorum, live, exclude=gone)
+            except NotEnoughBookiesError as e:
+                log.warning("ledger %d: no replacement for %s during recovery: %s", md.ledger_id, addr, e)
+    if new == ensemble:
+        return md
+    try:
+        updated = await env.cas_metadata(md.with_ensemble(lac + 1, new))
+    except MetadataVersionError:
+        current = await env.read_metadata(md.ledger_id)
+        first, ens = current.ensembles[-1]
+        if current.state == CLOSED or (first == lac + 1 and not set(ens) & gone):
+            return current  # another recoverer closed it, or made the same change
+        raise LedgerRecoveryError(f"ledger {md.ledger_id}: metadata changed during recovery") from None
+    log.info("ledger %d: recovery re-adds from %d to %s (gone: %s)", md.ledger_id, lac + 1, new, sorted(gone),
+             extra={"fields": {"event": "ensemble_changed", "ledger": md.ledger_id, "first_entry": lac + 1,
+                               "ensemble": new}})
+    return updated
 
 
 async def _mark_in_recovery(env: LedgerEnv, ledger_id: int) -> LedgerMetadata:

@@ -124,3 +124,104 @@ async def _gone(m: MetaStore, address: str) -> bool:
     from store.ledger.placement import available_bookies
 
     return address not in {b.address for b in await available_bookies(m)}
+
+
+async def test_tail_recovery_moves_the_tail_off_a_gone_bookie(
+    bookie_cluster: Any, meta: tuple[str, MetaStore]
+) -> None:
+    url, m = meta
+    procs = {b.address: b for b in await bookie_cluster(4, url)}
+    lc = LedgerClient(m, explicit_lac_interval=0)  # bookies learn LAC one entry behind: a tail to re-add
+    w = await lc.create(3, 3, 2)
+    for i in range(50):  # one at a time, so each entry carries the previous one as LAC
+        await w.append(payload(w.ledger_id, i))
+    await w.abort()
+    before = await lc.metadata(w.ledger_id)
+    victim = before.ensembles[0][1][1]
+    procs[victim].kill()
+    await eventually(lambda: _gone(m, victim))
+
+    r = await LedgerClient(m).open(w.ledger_id, recovery=True)
+    md = await lc.metadata(w.ledger_id)
+    assert md.state == "closed" and md.last_entry_id == 49
+    assert len(md.ensembles) == 2 and md.ensembles[1][0] == 49  # the re-added tail, on a new fragment
+    assert victim not in md.ensembles[1][1] and md.ensembles[0][1] == before.ensembles[0][1]
+    (newcomer,) = set(md.ensembles[1][1]) - set(before.ensembles[0][1])
+    packed = await lc.env.bookies.get(newcomer).read(w.ledger_id, 49)
+    assert bytes(unwrap(unpack_entry(packed, w.ledger_id, 49)[3])[1]) == payload(w.ledger_id, 49)
+    assert await r.read(0, 49) == [payload(w.ledger_id, i) for i in range(50)]
+    await lc.close()
+
+
+async def test_open_ledger_race_the_writers_ensemble_change_wins(
+    bookie_cluster: Any, meta: tuple[str, MetaStore]
+) -> None:
+    url, m = meta
+    procs = {b.address: b for b in await bookie_cluster(5, url)}
+    lc = LedgerClient(m, explicit_lac_interval=0.05)
+    w = await write_ledger(lc, 100, close=False)
+    victim = w.metadata.ensembles[0][1][0]
+    from store.ledger.fetch import bookie_lac
+
+    async def lac_known() -> bool:
+        return await bookie_lac(lc.env, await lc.metadata(w.ledger_id)) == 99
+
+    await eventually(lac_known)
+    procs[victim].kill()
+    await eventually(lambda: _gone(m, victim))
+    await marks.mark(m, w.ledger_id, {victim: (marks.now_ms(), marks.LOST)})
+
+    raced = []
+
+    async def writer_moves_first(md: LedgerMetadata) -> None:
+        if raced:
+            return
+        raced.append(md)
+        # The writer replaces the same bookie before the worker's compare-and-set.
+        await asyncio.gather(*(w.append(payload(w.ledger_id, i)) for i in range(100, 120)))
+        assert victim not in w.metadata.ensembles[-1][1]
+
+    worker = ReplicationWorker(lc.env, "racer", before_cas=writer_moves_first)
+    assert await worker.process(w.ledger_id)
+    assert raced, "the worker never reached its compare-and-set"
+    md = await lc.metadata(w.ledger_id)
+    assert victim not in md.bookies()
+    assert md.ensembles[-1] == w.metadata.ensembles[-1]  # the writer's fragment stands
+    assert md.ensembles[-1][0] == 100
+    await asyncio.gather(*(w.append(payload(w.ledger_id, i)) for i in range(120, 130)))
+    await w.close()
+    assert await read_all(m, w.ledger_id) == [payload(w.ledger_id, i) for i in range(130)]
+    await lc.close()
+
+
+async def test_open_ledger_idle_writer_confirmed_part_moves_writer_keeps_tail(
+    bookie_cluster: Any, meta: tuple[str, MetaStore]
+) -> None:
+    url, m = meta
+    procs = {b.address: b for b in await bookie_cluster(5, url)}
+    lc = LedgerClient(m, explicit_lac_interval=0.05)
+    w = await write_ledger(lc, 60, close=False)
+    victim = w.metadata.ensembles[0][1][2]
+    from store.ledger.fetch import bookie_lac
+
+    async def lac_known() -> bool:
+        return await bookie_lac(lc.env, await lc.metadata(w.ledger_id)) == 59
+
+    await eventually(lac_known)
+    procs[victim].kill()
+    await eventually(lambda: _gone(m, victim))
+    await marks.mark(m, w.ledger_id, {victim: (marks.now_ms(), marks.LOST)})
+    worker = ReplicationWorker(lc.env, "w")
+    assert not await worker.process(w.ledger_id)  # the open tail stays the writer's to change
+    md = await lc.metadata(w.ledger_id)
+    assert md.state == "open" and [f for f, _ in md.ensembles] == [0, 60]
+    assert victim not in md.ensembles[0][1] and md.ensembles[1][1] == w.metadata.ensembles[-1][1]
+    # The writer notices on its next add, changes ensemble and closes over the worker's change.
+    await asyncio.gather(*(w.append(payload(w.ledger_id, i)) for i in range(60, 80)))
+    await w.close()
+    assert await worker.process(w.ledger_id)  # nothing left on the dead bookie: unmarked
+    md = await lc.metadata(w.ledger_id)
+    assert victim not in md.bookies() and md.state == "closed"
+    assert await marks.marked_ledgers(m) == []
+    assert await read_all(m, w.ledger_id) == [payload(w.ledger_id, i) for i in range(80)]
+    await lc.close()

@@ -18,11 +18,10 @@ from store.ledger import LedgerClient
 from store.meta.api import MetaStore
 from store.recovery import marks
 from store.recovery.auditor import current_auditor
-from tests.store.recovery.test_recovery_processes import eventually, meta, payload, read_all, write_ledger
+from tests.store.recovery.conftest import eventually, payload, read_all, write_ledger
 from tests.support.bookies import ROOT, _env
 
 pytestmark = pytest.mark.slow
-__all__ = ["meta"]  # the fixture, shared with test_recovery_processes
 
 
 def admin(url: str, *args: str) -> tuple[int, Any]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,52 +12,19 @@ from store.ledger import LedgerClient
 from store.ledger.body import unwrap
 from store.ledger.metadata import LedgerMetadata
 from store.meta.api import MetaStore
-from store.meta.factory import open_meta
 from store.recovery import marks
 from store.recovery.auditor import Auditor
 from store.recovery.service import status, under_replicated
 from store.recovery.worker import ReplicationWorker
+from tests.store.recovery.conftest import eventually, gone, payload, read_all, write_ledger
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-async def meta(tmp_path: Path) -> AsyncIterator[tuple[str, MetaStore]]:
-    url = f"embedded://{tmp_path / 'meta'}"
-    m = open_meta(url)
-    await m.start()
-    yield url, m
-    await m.close()
-
-
-def payload(lid: int, i: int) -> bytes:
-    return b"%d:%06d:" % (lid, i) + bytes([i % 251]) * (i % 300)
-
-
-async def write_ledger(lc: LedgerClient, n: int, *, close: bool = True) -> Any:
-    w = await lc.create(3, 3, 2)
-    await asyncio.gather(*(w.append(payload(w.ledger_id, i)) for i in range(n)))
-    if close:
-        await w.close()
-    return w
-
-
-async def read_all(meta: MetaStore, lid: int) -> list[bytes]:
-    lc = LedgerClient(meta, read_timeout=2.0)
-    try:
-        r = await lc.open(lid)
-        return await r.read(0, r.metadata.last_entry_id) if r.metadata.last_entry_id >= 0 else []
-    finally:
-        await lc.close()
-
-
-async def eventually(cond: Any, within: float = 30.0) -> None:
-    """Poll an async condition until it holds (a deadline, not a sleep to let things happen)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await cond():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
+@pytest.fixture(autouse=True)
+def _no_recovery_in_bookies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests drive the auditor and the worker themselves."""
+    monkeypatch.setenv("QUIRE_RECOVERY_ENABLE", "false")
 
 
 async def test_auditor_marks_after_grace_and_worker_rereplicates_closed_ledgers(
@@ -76,7 +41,7 @@ async def test_auditor_marks_after_grace_and_worker_rereplicates_closed_ledgers(
     on_victim = {md.ledger_id for md in ledgers if victim in md.bookies()}
     assert on_victim != {md.ledger_id for md in ledgers}, "placement put every ledger on one bookie: rerun"
     procs[victim].kill()
-    await eventually(lambda: _gone(m, victim))
+    await eventually(lambda: gone(m, victim))
 
     now = [1000.0]
     auditor = Auditor(lc.env, "test-auditor", delay_s=30.0, clock=lambda: now[0])
@@ -120,12 +85,6 @@ async def test_auditor_marks_after_grace_and_worker_rereplicates_closed_ledgers(
     await lc.close()
 
 
-async def _gone(m: MetaStore, address: str) -> bool:
-    from store.ledger.placement import available_bookies
-
-    return address not in {b.address for b in await available_bookies(m)}
-
-
 async def test_tail_recovery_moves_the_tail_off_a_gone_bookie(
     bookie_cluster: Any, meta: tuple[str, MetaStore]
 ) -> None:
@@ -139,7 +98,7 @@ async def test_tail_recovery_moves_the_tail_off_a_gone_bookie(
     before = await lc.metadata(w.ledger_id)
     victim = before.ensembles[0][1][1]
     procs[victim].kill()
-    await eventually(lambda: _gone(m, victim))
+    await eventually(lambda: gone(m, victim))
 
     r = await LedgerClient(m).open(w.ledger_id, recovery=True)
     md = await lc.metadata(w.ledger_id)
@@ -168,7 +127,7 @@ async def test_open_ledger_race_the_writers_ensemble_change_wins(
 
     await eventually(lac_known)
     procs[victim].kill()
-    await eventually(lambda: _gone(m, victim))
+    await eventually(lambda: gone(m, victim))
     await marks.mark(m, w.ledger_id, {victim: (marks.now_ms(), marks.LOST)})
 
     raced = []
@@ -209,7 +168,7 @@ async def test_open_ledger_idle_writer_confirmed_part_moves_writer_keeps_tail(
 
     await eventually(lac_known)
     procs[victim].kill()
-    await eventually(lambda: _gone(m, victim))
+    await eventually(lambda: gone(m, victim))
     await marks.mark(m, w.ledger_id, {victim: (marks.now_ms(), marks.LOST)})
     worker = ReplicationWorker(lc.env, "w")
     assert not await worker.process(w.ledger_id)  # the open tail stays the writer's to change

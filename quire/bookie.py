@@ -18,7 +18,6 @@ from store.bookie.server import BookieServer
 from store.metrics import start_metrics
 from store.ledger.client import LedgerClient
 from store.recovery.service import AutoRecovery, RecoveryConfig
-from store.recovery.waiting import wait_event
 
 if TYPE_CHECKING:
     from quire.settings import Resolved
@@ -79,7 +78,8 @@ async def _serve(
 
             async def refresh() -> None:
                 while True:
-                    await wait_event(poke, REFRESH_S)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(poke.wait(), REFRESH_S)
                     poke.clear()
                     try:
                         await reg.refresh()

@@ -3,8 +3,8 @@
 Lost bookies: a bookie named by some ledger's fragments but not registered is "missing" from
 the first audit that sees it so; once missing for `delay_s` (quire.recovery.delay.s: a restart
 should not cost a re-replication), every ledger with a fragment on it is marked. Decommissioned
-bookies are marked at once. Audits run when the set of registered bookies changes and every
-`interval_s` anyway.
+bookies are marked at once. Audits run when the set of registered bookies changes (read every
+`poll_s`), when a grace period ends, and every `interval_s` anyway.
 
 Sampled check (every `check_interval_s`): for every fragment of every ledger (an open ledger's
 last fragment excepted: its writer is still adding), read `sample` entries from each live
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -29,7 +30,6 @@ from store.ledger.metadata import LedgerMetadata
 from store.ledger.quorum import write_set
 from store.meta.api import MetaStore, NodeExistsError, NoNodeError
 from store.recovery import marks
-from store.recovery.waiting import event_watch, wait_event
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +42,20 @@ async def current_auditor(meta: MetaStore) -> str | None:
     return data.decode()
 
 
-async def elect(meta: MetaStore, my_id: str, recheck_s: float = 5.0) -> None:
-    """Return once this session holds the auditor node (waits while another auditor lives)."""
+async def elect(meta: MetaStore, my_id: str, poll_s: float = 2.0) -> None:
+    """Return once this session holds the auditor node (checks every poll_s while another
+    auditor lives: its node goes when its session ends)."""
     while True:
         try:
             await meta.create(layout.RECOVERY_AUDITOR, my_id.encode(), ephemeral=True, make_parents=True)
             return
         except NodeExistsError:
             pass
-        changed, wake = event_watch()
-        stat = await meta.exists(layout.RECOVERY_AUDITOR, watch=wake)
-        if stat is None:
-            continue
-        if stat.ephemeral_owner == meta.session_id:
+        stat = await meta.exists(layout.RECOVERY_AUDITOR)
+        if stat is not None and stat.ephemeral_owner == meta.session_id:
             return
-        # The watch fires when the holder's session ends; the timeout only guards a lost watch.
-        await wait_event(changed, recheck_s)
+        if stat is not None:
+            await asyncio.sleep(poll_s)
 
 
 async def is_auditor(meta: MetaStore) -> bool:
@@ -89,8 +87,12 @@ class Auditor:
         interval_s: float = 60.0,
         check_interval_s: float = 3600.0,
         sample: int = 4,
+        poll_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """poll_s: how often the registered bookies (and, for a candidate, the auditor node)
+        are read. Polled rather than watched: with a watch always pending, the embedded store
+        reads its change log 40 times a second in every bookie."""
         self.env = env
         self.meta = env.meta
         self.auditor_id = auditor_id
@@ -98,35 +100,40 @@ class Auditor:
         self.interval_s = interval_s
         self.check_interval_s = check_interval_s
         self.sample = sample
+        self.poll_s = poll_s
         self._clock = clock
         self._missing_since: dict[str, tuple[float, int]] = {}  # address -> (clock, wall ms)
         self._rng = random.Random()
 
     async def run(self) -> None:
         """Be a candidate; once elected, audit until cancelled (or the session ends)."""
-        await elect(self.meta, self.auditor_id)
+        await elect(self.meta, self.auditor_id, self.poll_s)
         log.info("auditor %s elected", self.auditor_id,
                  extra={"fields": {"event": "auditor_elected", "auditor": self.auditor_id}})
-        next_check = self._clock()  # a newly elected auditor checks once at start
+        seen: set[str] | None = None
+        next_audit = next_check = self._clock()  # a new auditor audits and checks at once
         while True:
-            changed, wake = event_watch()
             try:
-                await self.meta.children(layout.BOOKIES_AVAILABLE, watch=wake)
+                alive = set(await self.meta.children(layout.BOOKIES_AVAILABLE))
             except NoNodeError:
-                await self.meta.exists(layout.BOOKIES_AVAILABLE, watch=wake)
-            marked = await self.audit_bookies()
-            if self._clock() >= next_check:
-                marked += await self.check_entries()
-                next_check = self._clock() + self.check_interval_s
-            if marked:
-                log.info("auditor marked %d ledgers under-replicated", marked)
-            # Wake on a bookie change, when a missing bookie's grace ends, or after interval_s.
-            wait = min(self.interval_s, max(next_check - self._clock(), 0.0))
-            for since, _ in self._missing_since.values():
-                due = since + self.delay_s - self._clock()
-                if due > 0:
-                    wait = min(wait, due)
-            await wait_event(changed, wait)
+                alive = set()
+            now = self._clock()
+            if alive != seen or now >= next_audit or now >= self._next_grace_end():
+                seen = alive
+                marked = await self.audit_bookies()
+                if now >= next_check:
+                    marked += await self.check_entries()
+                    next_check = self._clock() + self.check_interval_s
+                if marked:
+                    log.info("auditor marked %d ledgers under-replicated", marked)
+                next_audit = self._clock() + self.interval_s
+            await asyncio.sleep(self.poll_s)
+
+    def _next_grace_end(self) -> float:
+        """When the next missing bookie's grace period ends (inf: none pending)."""
+        now = self._clock()
+        ends = [since + self.delay_s for since, _ in self._missing_since.values() if since + self.delay_s > now]
+        return min(ends, default=math.inf)
 
     async def audit_bookies(self) -> int:
         """Mark ledgers with a fragment on a bookie missing past the grace period (or being

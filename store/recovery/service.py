@@ -26,7 +26,7 @@ class RecoveryConfig:
     audit_interval_s: float = 60.0  # quire.recovery.audit.interval.s
     check_interval_s: float = 3600.0  # quire.recovery.check.interval.s: sampled read check
     check_sample: int = 4  # quire.recovery.check.sample: entries read per bookie and fragment
-    worker_interval_s: float = 10.0  # retry of deferred ledgers (new marks wake workers at once)
+    poll_s: float = 2.0  # how often auditors and workers read the bookies, the auditor node and the marks
 
 
 class AutoRecovery:
@@ -35,8 +35,8 @@ class AutoRecovery:
     def __init__(self, env: LedgerEnv, node_id: str, config: RecoveryConfig | None = None) -> None:
         cfg = config or RecoveryConfig()
         self.auditor = Auditor(env, node_id, delay_s=cfg.delay_s, interval_s=cfg.audit_interval_s,
-                               check_interval_s=cfg.check_interval_s, sample=cfg.check_sample)
-        self.worker = ReplicationWorker(env, node_id, interval_s=cfg.worker_interval_s)
+                               check_interval_s=cfg.check_interval_s, sample=cfg.check_sample, poll_s=cfg.poll_s)
+        self.worker = ReplicationWorker(env, node_id, interval_s=cfg.poll_s)
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:

@@ -9,17 +9,18 @@ took from loss to full replication) go to marks' stats node for `quire admin rec
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
 from store import layout
+from store.bookie.errors import BookieError
 from store.ledger.env import LedgerEnv
 from store.ledger.errors import LedgerError
 from store.ledger.metadata import LedgerMetadata
 from store.meta.api import MetaStore, NodeExistsError, NoNodeError
 from store.recovery import marks
 from store.recovery.replicate import ReplicationError, rereplicate
-from store.recovery.waiting import event_watch, wait_event
 
 log = logging.getLogger(__name__)
 
@@ -37,24 +38,19 @@ class ReplicationWorker:
         env: LedgerEnv,
         worker_id: str,
         *,
-        interval_s: float = 10.0,
+        interval_s: float = 2.0,
         before_cas: Callable[[LedgerMetadata], Awaitable[None]] | None = None,
     ) -> None:
         self.env = env
         self.meta = env.meta
         self.worker_id = worker_id
-        self.interval_s = interval_s  # retry of deferred ledgers; new marks wake the worker at once
+        self.interval_s = interval_s  # how often the marks are read (polled: see Auditor's poll_s)
         self.before_cas = before_cas
 
     async def run(self) -> None:
         while True:
-            changed, wake = event_watch()
-            try:
-                await self.meta.children(layout.UNDER_REPLICATED, watch=wake)
-            except NoNodeError:
-                await self.meta.exists(layout.UNDER_REPLICATED, watch=wake)
             await self.run_once()
-            await wait_event(changed, self.interval_s)
+            await asyncio.sleep(self.interval_s)
 
     async def run_once(self) -> int:
         """One pass over the marked ledgers; returns how many were fully re-replicated."""
@@ -80,7 +76,7 @@ class ReplicationWorker:
                 out = await rereplicate(
                     self.env, ledger_id, set(mark.bookies), excluded=excluded, before_cas=self.before_cas
                 )
-            except (LedgerError, ReplicationError, OSError, TimeoutError) as e:
+            except (LedgerError, BookieError, ReplicationError, OSError, TimeoutError) as e:
                 log.warning("ledger %d: re-replication failed, will retry: %s", ledger_id, e)
                 return False
             took_s = max(marks.now_ms() - mark.since_ms, 0) / 1000

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from store.bookie.bookie import Bookie, BookieConfig
+from store.bookie.client import BookiePool
 from store.bookie.disk import DiskConfig, DiskMonitor, disk_usage_of
 from store.bookie.server import BookieServer
 from store.metrics import start_metrics
-from store.ledger.client import LedgerClient
-from store.recovery.service import AutoRecovery, RecoveryConfig
+from store.recovery.service import AutoRecovery, RecoveryConfig, recovery_env
 
 if TYPE_CHECKING:
     from quire.settings import Resolved
@@ -95,14 +95,14 @@ async def _serve(
             monitor = DiskMonitor(disk_usage_of(data_dir), disk, disk_mode)
             monitor.start()
             auto: AutoRecovery | None = None
-            lc = LedgerClient(meta)
+            pool = BookiePool()
             if recovery is not None:
-                auto = AutoRecovery(lc.env, f"bookie {address}", recovery)
+                auto = AutoRecovery(recovery_env(meta, pool), f"bookie {address}", recovery)
                 auto.start()
             await stop.wait()
             if auto is not None:
                 await auto.close()
-            await lc.close()
+            await pool.close_all()
             await monitor.close()
             refresher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

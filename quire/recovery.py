@@ -13,9 +13,10 @@ import socket
 
 from quire import settings as st
 from quire.bookie import recovery_config
-from store.ledger.client import LedgerClient
+from store.bookie.client import BookiePool
 from store.meta.factory import open_meta
-from store.recovery.service import AutoRecovery, RecoveryConfig
+from store.metrics import start_metrics
+from store.recovery.service import AutoRecovery, RecoveryConfig, recovery_env
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +37,16 @@ async def _serve(meta_url: str, config: RecoveryConfig) -> int:
         stop.set()
 
     meta.add_session_listener(session_lost)
-    lc = LedgerClient(meta)
+    pool = BookiePool()
     node_id = f"recovery {socket.gethostname()}:{os.getpid()}"
-    auto = AutoRecovery(lc.env, node_id, config)
+    auto = AutoRecovery(recovery_env(meta, pool), node_id, config)
     try:
         auto.start()
         log.info("%s running", node_id)
         await stop.wait()
     finally:
         await auto.close()
-        await lc.close()
+        await pool.close_all()
         with contextlib.suppress(Exception):
             await meta.close()
     return exit_code
@@ -55,4 +56,5 @@ def main(args: argparse.Namespace) -> int:
     r = st.resolve(st.RECOVERY, args, file=args.config)
     if r.get_value("quire.meta") is None:
         raise st.SettingsError("missing --meta (quire.meta)")
+    start_metrics(st.metrics(r))
     return asyncio.run(_serve(r.get_value("quire.meta"), recovery_config(r)))

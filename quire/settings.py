@@ -175,7 +175,7 @@ SETTINGS: tuple[Setting, ...] = (
             "offloaded objects no metadata names are removed by cleanup once this old", G),
     Setting("quire.metrics", str, None,
             "HOST:PORT of the Prometheus metrics endpoint, or off (standalone: the gateway's; its bookies "
-            "take the following ports)", ALL, described=False, role_defaults={STANDALONE: DEFAULT_METRICS}),
+            "take the following ports)", ALL | {RECOVERY}, described=False, role_defaults={STANDALONE: DEFAULT_METRICS}),
     Setting("quire.bookie.host", str, "127.0.0.1", "address the bookie listens on", frozenset({BOOKIE}),
             flag="--host", described=False),
     Setting("quire.bookie.port", int, None, "port the bookie listens on (required)", frozenset({BOOKIE}),

@@ -18,18 +18,18 @@ import asyncio
 import logging
 import math
 import random
-import time
-from collections.abc import Callable
 
 from store import layout
 from store.bookie.entry import EntryDigestError, unpack_entry
 from store.bookie.errors import BookieError, DigestMismatchError, NoEntryError, NoLedgerError
+from store.clock import SYSTEM_CLOCK, Clock
 from store.ledger.env import LedgerEnv
 from store.ledger.errors import NoSuchLedgerError
 from store.ledger.metadata import LedgerMetadata
 from store.ledger.quorum import write_set
 from store.meta.api import MetaStore, NodeExistsError, NoNodeError
 from store.recovery import marks
+from store.recovery.metrics import RECOVERY_METRICS, UNDER_REPLICATED_LEDGERS
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ async def current_auditor(meta: MetaStore) -> str | None:
     return data.decode()
 
 
-async def elect(meta: MetaStore, my_id: str, poll_s: float = 2.0) -> None:
+async def elect(meta: MetaStore, my_id: str, poll_s: float = 2.0, clock: Clock = SYSTEM_CLOCK) -> None:
     """Return once this session holds the auditor node (checks every poll_s while another
     auditor lives: its node goes when its session ends)."""
     while True:
@@ -55,7 +55,7 @@ async def elect(meta: MetaStore, my_id: str, poll_s: float = 2.0) -> None:
         if stat is not None and stat.ephemeral_owner == meta.session_id:
             return
         if stat is not None:
-            await asyncio.sleep(poll_s)
+            await clock.sleep(poll_s)
 
 
 async def is_auditor(meta: MetaStore) -> bool:
@@ -88,7 +88,7 @@ class Auditor:
         check_interval_s: float = 3600.0,
         sample: int = 4,
         poll_s: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """poll_s: how often the registered bookies (and, for a candidate, the auditor node)
         are read. Polled rather than watched: with a watch always pending, the embedded store
@@ -101,37 +101,39 @@ class Auditor:
         self.check_interval_s = check_interval_s
         self.sample = sample
         self.poll_s = poll_s
-        self._clock = clock
+        self.clock = clock
+        RECOVERY_METRICS.register()
         self._missing_since: dict[str, tuple[float, int]] = {}  # address -> (clock, wall ms)
         self._rng = random.Random()
 
     async def run(self) -> None:
         """Be a candidate; once elected, audit until cancelled (or the session ends)."""
-        await elect(self.meta, self.auditor_id, self.poll_s)
+        await elect(self.meta, self.auditor_id, self.poll_s, self.clock)
         log.info("auditor %s elected", self.auditor_id,
                  extra={"fields": {"event": "auditor_elected", "auditor": self.auditor_id}})
         seen: set[str] | None = None
-        next_audit = next_check = self._clock()  # a new auditor audits and checks at once
+        next_audit = next_check = self.clock.monotonic()  # a new auditor audits and checks at once
         while True:
             try:
                 alive = set(await self.meta.children(layout.BOOKIES_AVAILABLE))
             except NoNodeError:
                 alive = set()
-            now = self._clock()
+            now = self.clock.monotonic()
             if alive != seen or now >= next_audit or now >= self._next_grace_end():
                 seen = alive
                 marked = await self.audit_bookies()
                 if now >= next_check:
                     marked += await self.check_entries()
-                    next_check = self._clock() + self.check_interval_s
+                    next_check = self.clock.monotonic() + self.check_interval_s
                 if marked:
                     log.info("auditor marked %d ledgers under-replicated", marked)
-                next_audit = self._clock() + self.interval_s
-            await asyncio.sleep(self.poll_s)
+                next_audit = self.clock.monotonic() + self.interval_s
+            UNDER_REPLICATED_LEDGERS.set(len(await marks.marked_ledgers(self.meta)))
+            await self.clock.sleep(self.poll_s)
 
     def _next_grace_end(self) -> float:
         """When the next missing bookie's grace period ends (inf: none pending)."""
-        now = self._clock()
+        now = self.clock.monotonic()
         ends = [since + self.delay_s for since, _ in self._missing_since.values() if since + self.delay_s > now]
         return min(ends, default=math.inf)
 
@@ -143,7 +145,7 @@ class Auditor:
         except NoNodeError:
             alive = set()
         leaving = await marks.decommissioned(self.meta)
-        now, wall = self._clock(), marks.now_ms()
+        now, wall = self.clock.monotonic(), int(self.clock.time() * 1000)
         ledgers = await all_ledgers(self.env)
         named = {a for md in ledgers for a in md.bookies()}
         for addr in list(self._missing_since):
@@ -187,7 +189,7 @@ class Auditor:
                     continue
                 for p, addr in enumerate(ensemble):
                     if addr in alive and addr not in bad and not await self._sample_ok(md, first, end, p, addr):
-                        bad[addr] = (marks.now_ms(), marks.CHECK)
+                        bad[addr] = (int(self.clock.time() * 1000), marks.CHECK)
             if bad and await marks.mark(self.meta, md.ledger_id, bad):
                 changed += 1
                 log.warning("ledger %d: sampled check found missing or corrupt copies on %s", md.ledger_id,

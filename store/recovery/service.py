@@ -11,13 +11,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from store.ledger.env import LedgerEnv
+from store.ledger.env import BookieConns, LedgerEnv
+from store.ledger.placement import default_placement
 from store.meta.api import MetaStore
 from store.recovery import marks
 from store.recovery.auditor import Auditor, all_ledgers, current_auditor
 from store.recovery.worker import ReplicationWorker, locked_ledgers
+from store.retry import Backoff, Retry
 
 log = logging.getLogger(__name__)
+_RESTART = Backoff(initial=0.5, maximum=30.0)  # a failed auditor or worker loop starts again
 
 
 @dataclass
@@ -27,6 +30,14 @@ class RecoveryConfig:
     check_interval_s: float = 3600.0  # quire.recovery.check.interval.s: sampled read check
     check_sample: int = 4  # quire.recovery.check.sample: entries read per bookie and fragment
     poll_s: float = 2.0  # how often auditors and workers read the bookies, the auditor node and the marks
+
+
+def recovery_env(meta: MetaStore, bookies: BookieConns) -> LedgerEnv:
+    """What auto-recovery reads and copies ledgers with, in a bookie or a `quire recovery`
+    process: the ledger client's shared state without a LedgerClient (whose writer metrics
+    those processes would export as forever-zero noise). Timeouts as LedgerClient's defaults."""
+    return LedgerEnv(meta=meta, bookies=bookies, placement=default_placement(), add_timeout=2.0, read_timeout=5.0,
+                     speculative_read_timeout=0.2)
 
 
 class AutoRecovery:
@@ -46,6 +57,7 @@ class AutoRecovery:
     @staticmethod
     async def _guard(run: Callable[[], Awaitable[None]], what: str) -> None:
         # A metadata-store hiccup must not end auto-recovery for good: start the loop again.
+        retry = Retry(_RESTART)
         while True:
             try:
                 await run()
@@ -54,7 +66,7 @@ class AutoRecovery:
                 raise
             except Exception as e:
                 log.warning("auto-recovery %s failed, restarting it: %r", what, e)
-                await asyncio.sleep(1.0)
+                await retry.pause()
 
     async def close(self) -> None:
         for t in self._tasks:

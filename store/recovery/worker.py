@@ -9,17 +9,23 @@ took from loss to full replication) go to marks' stats node for `quire admin rec
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
 from store import layout
 from store.bookie.errors import BookieError
+from store.clock import SYSTEM_CLOCK, Clock
 from store.ledger.env import LedgerEnv
 from store.ledger.errors import LedgerError
 from store.ledger.metadata import LedgerMetadata
 from store.meta.api import MetaStore, NodeExistsError, NoNodeError
 from store.recovery import marks
+from store.recovery.metrics import (
+    BYTES_REREPLICATED,
+    ENTRIES_REREPLICATED,
+    RECOVERY_METRICS,
+    TIME_TO_REPLICATION,
+)
 from store.recovery.replicate import ReplicationError, rereplicate
 
 log = logging.getLogger(__name__)
@@ -40,17 +46,20 @@ class ReplicationWorker:
         *,
         interval_s: float = 2.0,
         before_cas: Callable[[LedgerMetadata], Awaitable[None]] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.env = env
         self.meta = env.meta
         self.worker_id = worker_id
         self.interval_s = interval_s  # how often the marks are read (polled: see Auditor's poll_s)
         self.before_cas = before_cas
+        self.clock = clock
+        RECOVERY_METRICS.register()
 
     async def run(self) -> None:
         while True:
             await self.run_once()
-            await asyncio.sleep(self.interval_s)
+            await self.clock.sleep(self.interval_s)
 
     async def run_once(self) -> int:
         """One pass over the marked ledgers; returns how many were fully re-replicated."""
@@ -79,7 +88,9 @@ class ReplicationWorker:
             except (LedgerError, BookieError, ReplicationError, OSError, TimeoutError) as e:
                 log.warning("ledger %d: re-replication failed, will retry: %s", ledger_id, e)
                 return False
-            took_s = max(marks.now_ms() - mark.since_ms, 0) / 1000
+            took_s = max(int(self.clock.time() * 1000) - mark.since_ms, 0) / 1000
+            BYTES_REREPLICATED.inc(out.bytes)
+            ENTRIES_REREPLICATED.inc(out.entries)
             if out.entries or out.done:
                 await marks.update_stats(
                     self.meta,
@@ -92,6 +103,7 @@ class ReplicationWorker:
                 return False
             if not await marks.unmark(self.meta, mark):
                 return False  # marked again meanwhile: another pass
+            TIME_TO_REPLICATION.observe(took_s)
             log.info("ledger %d fully replicated (%d entries, %d bytes copied, %.1f s after loss)",
                      ledger_id, out.entries, out.bytes, took_s,
                      extra={"fields": {"event": "ledger_replicated", "ledger": ledger_id, "bytes": out.bytes,

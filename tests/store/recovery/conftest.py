@@ -1,5 +1,4 @@
-"""Shared by the auto-recovery tests: an embedded metadata store, ledgers of known payloads,
-and waiting for a condition with a deadline."""
+"""Shared by the auto-recovery tests: an embedded metadata store and ledgers of known payloads."""
 
 from __future__ import annotations
 
@@ -44,15 +43,6 @@ async def read_all(meta: MetaStore, lid: int) -> list[bytes]:
         return await r.read(0, r.metadata.last_entry_id) if r.metadata.last_entry_id >= 0 else []
     finally:
         await lc.close()
-
-
-async def eventually(cond: Any, within: float = 30.0) -> None:
-    """Poll an async condition until it holds (a deadline, not a sleep to let things happen)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await cond():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
 
 
 async def gone(m: MetaStore, address: str) -> bool:

@@ -25,8 +25,9 @@ from store.meta.api import MetaStore
 from store.recovery import marks
 from store.recovery.auditor import Auditor
 from store.recovery.worker import ReplicationWorker
-from tests.store.recovery.conftest import eventually, gone, payload, read_all, write_ledger
+from tests.store.recovery.conftest import gone, payload, read_all, write_ledger
 from tests.support.bookies import ROOT, _env
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
 

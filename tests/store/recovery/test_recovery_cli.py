@@ -18,8 +18,9 @@ from store.ledger import LedgerClient
 from store.meta.api import MetaStore
 from store.recovery import marks
 from store.recovery.auditor import current_auditor
-from tests.store.recovery.conftest import eventually, payload, read_all, write_ledger
+from tests.store.recovery.conftest import payload, read_all, write_ledger
 from tests.support.bookies import ROOT, _env
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
 

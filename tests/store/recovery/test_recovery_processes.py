@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from store.bookie.entry import unpack_entry
 from store.ledger import LedgerClient
@@ -16,7 +17,9 @@ from store.recovery import marks
 from store.recovery.auditor import Auditor
 from store.recovery.service import status, under_replicated
 from store.recovery.worker import ReplicationWorker
-from tests.store.recovery.conftest import eventually, gone, payload, read_all, write_ledger
+from tests.store.recovery.conftest import gone, payload, read_all, write_ledger
+from tests.support.clock import FakeClock
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -43,24 +46,30 @@ async def test_auditor_marks_after_grace_and_worker_rereplicates_closed_ledgers(
     procs[victim].kill()
     await eventually(lambda: gone(m, victim))
 
-    now = [1000.0]
-    auditor = Auditor(lc.env, "test-auditor", delay_s=30.0, clock=lambda: now[0])
+    clock = FakeClock()
+    auditor = Auditor(lc.env, "test-auditor", delay_s=30.0, clock=clock)
     assert await auditor.audit_bookies() == 0  # within the grace period: nothing marked
     assert await marks.marked_ledgers(m) == []
-    now[0] += 29.0
+    await clock.advance(29.0)
     assert await auditor.audit_bookies() == 0
-    now[0] += 1.0
+    await clock.advance(1.0)
     assert await auditor.audit_bookies() == len(on_victim)
     assert set(await marks.marked_ledgers(m)) == on_victim
     docs = await under_replicated(m)
     assert all(set(d["bookies"]) == {victim} and d["bookies"][victim]["reason"] == "lost" for d in docs)
 
     worker = ReplicationWorker(lc.env, "test-worker")
+    copied_before = REGISTRY.get_sample_value("quire_recovery_rereplicated_bytes_total") or 0.0
+    timed_before = REGISTRY.get_sample_value("quire_recovery_time_to_full_replication_seconds_count") or 0.0
     assert await worker.run_once() == len(on_victim)
     assert await marks.marked_ledgers(m) == []
     st = await status(m)
     assert st["under_replicated"] == 0 and st["ledgers_rereplicated"] == len(on_victim)
     assert st["bytes_rereplicated"] > 0
+    assert REGISTRY.get_sample_value("quire_recovery_rereplicated_bytes_total") - copied_before == st[
+        "bytes_rereplicated"]
+    assert REGISTRY.get_sample_value("quire_recovery_time_to_full_replication_seconds_count") - timed_before == len(
+        on_victim)
     for md in ledgers:
         after = await lc.metadata(md.ledger_id)
         assert victim not in after.bookies()

@@ -26,15 +26,20 @@ from store.meta.api import MetaStore, NoNodeError
 class BookieInfo:
     address: str
     rack: str | None = None
-    read_only: bool = False  # disk full: serves reads, takes no new entries
+    read_only: bool = False  # disk full or being decommissioned: serves reads, takes no new entries
 
 
 async def available_bookies(meta: MetaStore) -> list[BookieInfo]:
-    """Live bookies as registered (ephemeral nodes under BOOKIES_AVAILABLE)."""
+    """Live bookies as registered (ephemeral nodes under BOOKIES_AVAILABLE); read-only if
+    their registration says so (disk full) or they are being decommissioned."""
     try:
         names = await meta.children(layout.BOOKIES_AVAILABLE)
     except NoNodeError:
         return []
+    try:
+        draining = set(await meta.children(layout.DECOMMISSIONED))
+    except NoNodeError:
+        draining = set()
 
     async def info(name: str) -> BookieInfo | None:
         try:
@@ -49,7 +54,7 @@ async def available_bookies(meta: MetaStore) -> list[BookieInfo]:
         if not isinstance(doc, dict):
             doc = {}
         rack = doc.get("rack")
-        return BookieInfo(name, str(rack) if rack else None, bool(doc.get("read_only", False)))
+        return BookieInfo(name, str(rack) if rack else None, bool(doc.get("read_only", False)) or name in draining)
 
     found = await asyncio.gather(*(info(n) for n in names))
     return [b for b in found if b is not None]

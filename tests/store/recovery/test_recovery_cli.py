@@ -64,6 +64,12 @@ async def test_bookies_rereplicate_by_themselves_and_admin_shows_it(
     for i in ids:
         assert leaving not in (await lc.metadata(i)).bookies()
         assert await read_all(m, i) == [payload(i, n) for n in range(100)]
+    for _ in range(5):  # and placement no longer picks it for new ledgers
+        w = await lc.create(3, 3, 2)
+        assert leaving not in w.metadata.ensembles[0][1]
+        await w.close()
+    code, doc = admin(url, "recovery", "status")
+    assert code == 0 and doc["decommissioning"] == [leaving]
     await lc.close()
 
 

@@ -259,9 +259,10 @@ def _render_recovery(doc: dict[str, Any]) -> str:
         ("re-replicated", f"{_size(doc['bytes_rereplicated'])} ({doc['entries_rereplicated']} entries, "
                           f"{doc['ledgers_rereplicated']} ledgers)"),
         ("last ledger fully replicated after", "-" if last is None else f"{last:.1f} s"),
+        ("last sampled check", _when(doc["last_check_ms"] or 0)),
         ("decommissioning", ", ".join(doc["decommissioning"]) or "-"),
     ]
-    return table(["", ""], rows)
+    return table(["RECOVERY", "STATUS"], rows)
 
 
 async def _decommission(meta: MetaStore, address: str, wait: float) -> tuple[int, Any, str]:

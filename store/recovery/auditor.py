@@ -112,7 +112,11 @@ class Auditor:
         log.info("auditor %s elected", self.auditor_id,
                  extra={"fields": {"event": "auditor_elected", "auditor": self.auditor_id}})
         seen: set[str] | None = None
-        next_audit = next_check = self.clock.monotonic()  # a new auditor audits and checks at once
+        next_audit = self.clock.monotonic()  # a new auditor audits at once
+        # ... and checks when the last auditor's check is check_interval_s old (one check per
+        # interval for the cluster, not one per election).
+        last_check_ms = (await marks.read_stats(self.meta)).get("last_check_ms", 0)
+        next_check = next_audit + max(last_check_ms / 1000 + self.check_interval_s - self.clock.time(), 0.0)
         while True:
             try:
                 alive = set(await self.meta.children(layout.BOOKIES_AVAILABLE))
@@ -125,6 +129,7 @@ class Auditor:
                 if now >= next_check:
                     marked += await self.check_entries()
                     next_check = self.clock.monotonic() + self.check_interval_s
+                    await marks.update_stats(self.meta, put={"last_check_ms": int(self.clock.time() * 1000)})
                 if marked:
                     log.info("auditor marked %d ledgers under-replicated", marked)
                 next_audit = self.clock.monotonic() + self.interval_s

@@ -96,6 +96,7 @@ async def status(meta: MetaStore) -> dict[str, Any]:
         "entries_rereplicated": int(stats.get("entries_rereplicated", 0)),
         "ledgers_rereplicated": int(stats.get("ledgers_rereplicated", 0)),
         "last_replication_s": stats.get("last_replication_s"),
+        "last_check_ms": stats.get("last_check_ms"),
         "decommissioning": sorted(await marks.decommissioned(meta)),
     }
 

@@ -85,14 +85,17 @@ class ManagedLogReader(LogReader):
         got: list[bytes] = await h.read_unconfirmed(first, max_entries)
         return [Entry(Position(lid, first + k), d) for k, d in enumerate(got)]
 
-    async def last_entry(self, ledger_id: int) -> bytes | None:
-        """A ledger's last entry, past the LAC if it is open; None if it is empty or gone."""
+    async def last_entry(self, ledger_id: int, *, confirmed_only: bool = False) -> bytes | None:
+        """A ledger's last entry, past the LAC if it is open (up to it with `confirmed_only`:
+        what repeatable readers may read); None if it is empty or gone."""
         try:
             h = await self._reads.handle(ledger_id)
         except NoSuchLedgerError:
             return None
         last: int = h.last_add_confirmed
-        if not h.is_closed:
+        if confirmed_only:
+            last = await h.read_lac()
+        elif not h.is_closed:
             beyond: list[bytes] = await h.read_unconfirmed(last + 1, MAX_UNCONFIRMED)
             if beyond:
                 return beyond[-1]

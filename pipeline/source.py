@@ -1,0 +1,288 @@
+"""The `quire` PySpark data source (PySpark 4 Python Data Source API): batch and streaming
+reads with Spark's Kafka-source options and rows, planned from the segmented-log metadata (one
+Spark task per ledger or run of small ledgers) and read straight from the bookies by the tasks.
+
+    pipeline.register(spark)
+    df = (spark.read.format("quire").option("quire.meta", "zk://zk:2181/quire")
+          .option("subscribe", "orders").load())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from pipeline import options as opt
+from pipeline.logs import (
+    PartitionState,
+    Quire,
+    Slice,
+    TopicOffsets,
+    from_json_offsets,
+    plan_slices,
+    to_json_offsets,
+)
+from pipeline.rows import arrow_schema, kafka_schema, to_arrow
+
+T = TypeVar("T")
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Spark calls the source from plain Python workers: one event loop per call."""
+    return asyncio.run(coro)
+
+
+def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+    """An async generator stepped from a synchronous one (Spark's `read` is synchronous)."""
+    loop = asyncio.new_event_loop()
+    agen = make()
+    try:
+        while True:
+            try:
+                yield loop.run_until_complete(agen.__anext__())
+            except StopAsyncIteration:
+                return
+    finally:
+        loop.run_until_complete(agen.aclose())  # type: ignore[attr-defined]
+        loop.close()
+
+
+@dataclass
+class Pruning:
+    """What pushed-down filters on partition, offset and timestamp allow skipping. Spark still
+    evaluates every filter, so pruning only has to be conservative."""
+
+    partitions: set[int] | None = None
+    min_offset: int = 0
+    max_offset: int | None = None  # exclusive
+    min_ts: int | None = None  # milliseconds
+    seen: list[Filter] = field(default_factory=list)
+
+    def add(self, f: Filter) -> None:
+        col: tuple[str, ...] = getattr(f, "attribute", ())
+        if len(col) != 1 or col[0] not in ("partition", "offset", "timestamp"):
+            return
+        name, value = col[0], getattr(f, "value", None)
+        if value is None:
+            return
+        if name == "timestamp":
+            ms = _millis(value) if not isinstance(f, In) else None
+            if ms is not None and isinstance(f, (GreaterThan, GreaterThanOrEqual, EqualTo)):
+                self.min_ts = max(self.min_ts or ms, ms)
+            return
+        raw: list[Any] = list(value) if isinstance(f, In) else [value]
+        if not raw or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
+            return
+        values: list[int] = [int(v) for v in raw]
+        if name == "partition":
+            if isinstance(f, (EqualTo, In)):
+                got = set(values)
+                self.partitions = got if self.partitions is None else self.partitions & got
+            return
+        v = values[0]
+        if isinstance(f, EqualTo):
+            self.min_offset, self.max_offset = max(self.min_offset, v), _min(self.max_offset, v + 1)
+        elif isinstance(f, In):
+            self.min_offset = max(self.min_offset, min(values))
+            self.max_offset = _min(self.max_offset, max(values) + 1)
+        elif isinstance(f, GreaterThan):
+            self.min_offset = max(self.min_offset, v + 1)
+        elif isinstance(f, GreaterThanOrEqual):
+            self.min_offset = max(self.min_offset, v)
+        elif isinstance(f, LessThan):
+            self.max_offset = _min(self.max_offset, v)
+        elif isinstance(f, LessThanOrEqual):
+            self.max_offset = _min(self.max_offset, v + 1)
+
+    def clip(self, start: int, end: int) -> tuple[int, int]:
+        end = end if self.max_offset is None else min(end, self.max_offset)
+        return max(start, self.min_offset), end
+
+
+def _min(a: int | None, b: int) -> int:
+    return b if a is None else min(a, b)
+
+
+def _millis(v: object) -> int | None:
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=dt.UTC)
+        return int(v.timestamp() * 1000)
+    return None
+
+
+async def _states(q: Quire, o: opt.SourceOptions, parts: set[int] | None = None) -> list[PartitionState]:
+    tps = [(t, p) for t, p in await q.topic_partitions(o) if parts is None or p in parts]
+    return list(await asyncio.gather(*(q.state(t, p) for t, p in tps)))
+
+
+async def _plan_batch(o: opt.SourceOptions, pruning: Pruning) -> list[Slice]:
+    async with Quire(o.meta_url) as q:
+        out: list[Slice] = []
+        for st in await _states(q, o, pruning.partitions):
+            start = await q.resolve(st, o.starting, starting=True, strategy=o.timestamp_strategy)
+            end = await q.resolve(st, o.ending, starting=False)
+            start, end = pruning.clip(start, end)
+            out.extend(plan_slices(st, start, end, min_ts=pruning.min_ts, slice_bytes=o.slice_bytes))
+        return out
+
+
+class SliceReader:
+    """Reading planned slices in a task: Arrow record batches, one per large bookie read."""
+
+    meta_url: str
+    schema: StructType
+
+    def _read(self, sl: Slice) -> Iterator[pa.RecordBatch]:
+        schema = arrow_schema(self.schema)
+
+        async def batches() -> AsyncIterator[pa.RecordBatch]:
+            async with Quire(self.meta_url) as q:
+                async for chunk in q.read_range(sl):
+                    yield to_arrow(chunk, sl.topic, sl.partition, sl.start, sl.end, schema)
+
+        for rb in iterate(batches):
+            if rb.num_rows:
+                yield rb
+
+
+class QuireBatchReader(SliceReader, DataSourceReader):
+    def __init__(self, o: opt.SourceOptions, schema: StructType) -> None:
+        self.opts = o
+        self.meta_url = o.meta_url
+        self.schema = schema
+        self.pruning = Pruning()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        for f in filters:
+            self.pruning.add(f)
+        return filters  # all still evaluated by Spark: pruning skips ledgers, never rows
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [InputPartition(sl) for sl in run(_plan_batch(self.opts, self.pruning))]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self._read(partition.value)
+
+
+def rate_limit(start: dict[opt.TopicPartition, int], latest: dict[opt.TopicPartition, int],
+               max_rows: int) -> dict[opt.TopicPartition, int]:
+    """End offsets at most `max_rows` offsets past `start` in all, shared in proportion to each
+    partition's backlog (as Spark's Kafka source does with maxOffsetsPerTrigger)."""
+    backlog = {tp: max(0, latest[tp] - start.get(tp, latest[tp])) for tp in latest}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(latest)
+    share = {tp: max_rows * n // total for tp, n in backlog.items()}
+    left = max_rows - sum(share.values())
+    for tp in sorted(backlog):
+        extra = min(left, backlog[tp] - share[tp])
+        share[tp] += extra
+        left -= extra
+    return {tp: start.get(tp, latest[tp]) + share[tp] for tp in latest}
+
+
+class QuireStreamReader(SliceReader, DataSourceStreamReader):
+    """Stream offsets are Spark's Kafka-source JSON ({"topic": {"partition": offset}}), so a
+    checkpoint holds exactly which offsets each micro-batch covered."""
+
+    def __init__(self, o: opt.SourceOptions, schema: StructType) -> None:
+        self.opts = o
+        self.meta_url = o.meta_url
+        self.schema = schema
+
+    def initialOffset(self) -> dict:
+        async def go() -> TopicOffsets:
+            async with Quire(self.opts.meta_url) as q:
+                out = {}
+                for st in await _states(q, self.opts):
+                    out[(st.topic, st.partition)] = await q.resolve(
+                        st, self.opts.starting, starting=True, strategy=self.opts.timestamp_strategy)
+                return to_json_offsets(out)
+
+        return run(go())
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_offsets_per_trigger
+        return ReadMaxRows(n) if n is not None else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        async def go() -> dict[opt.TopicPartition, int]:
+            async with Quire(self.opts.meta_url) as q:
+                return {(st.topic, st.partition): st.latest for st in await _states(q, self.opts)}
+
+        begin = from_json_offsets(start)
+        # partitions that appeared since `start` are read from their beginning
+        latest = {tp: max(off, begin.get(tp, 0)) for tp, off in run(go()).items()}
+        latest.update({tp: off for tp, off in begin.items() if tp not in latest})
+        begin = {tp: begin.get(tp, 0) for tp in latest}
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(begin, latest, limit.max_rows)
+        return to_json_offsets(latest)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, until = from_json_offsets(start), from_json_offsets(end)
+
+        async def go() -> list[Slice]:
+            async with Quire(self.opts.meta_url) as q:
+                out: list[Slice] = []
+                for st in await _states(q, self.opts):
+                    tp = (st.topic, st.partition)
+                    if tp in until:
+                        out.extend(plan_slices(st, begin.get(tp, 0), until[tp], slice_bytes=self.opts.slice_bytes))
+                return out
+
+        if begin == until:
+            return []
+        return [InputPartition(sl) for sl in run(go())]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self._read(partition.value)
+
+    def commit(self, end: dict) -> None:
+        pass  # nothing to release: the log is read, never consumed
+
+
+class QuireDataSource(DataSource):
+    """`format("quire")`: Spark's Kafka-source options plus `quire.meta` (zk:// URL or a
+    standalone's data dir)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "quire"
+
+    def schema(self) -> StructType:
+        return kafka_schema(str(self.options.get("includeHeaders", "false")).strip().lower() == "true")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return QuireBatchReader(opt.parse(self.options, streaming=False), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return QuireStreamReader(opt.parse(self.options, streaming=True), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pipeline.sink import QuireWriter
+
+        return QuireWriter(self.options, schema)

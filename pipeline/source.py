@@ -30,7 +30,12 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from pipeline import options as opt
@@ -204,7 +209,7 @@ def rate_limit(start: dict[opt.TopicPartition, int], latest: dict[opt.TopicParti
     return {tp: start.get(tp, latest[tp]) + share[tp] for tp in latest}
 
 
-class QuireStreamReader(SliceReader, DataSourceStreamReader):
+class QuireStreamReader(SliceReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Stream offsets are Spark's Kafka-source JSON ({"topic": {"partition": offset}}), so a
     checkpoint holds exactly which offsets each micro-batch covered."""
 
@@ -212,6 +217,17 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader):
         self.opts = o
         self.meta_url = o.meta_url
         self.schema = schema
+        self.target: dict[opt.TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+
+    def _latest(self) -> dict[opt.TopicPartition, int]:
+        async def go() -> dict[opt.TopicPartition, int]:
+            async with Quire(self.opts.meta_url) as q:
+                return {(st.topic, st.partition): st.latest for st in await _states(q, self.opts)}
+
+        return run(go())
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._latest()
 
     def initialOffset(self) -> dict:
         async def go() -> TopicOffsets:
@@ -229,13 +245,10 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader):
         return ReadMaxRows(n) if n is not None else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        async def go() -> dict[opt.TopicPartition, int]:
-            async with Quire(self.opts.meta_url) as q:
-                return {(st.topic, st.partition): st.latest for st in await _states(q, self.opts)}
-
         begin = from_json_offsets(start)
+        now = self.target if self.target is not None else self._latest()
         # partitions that appeared since `start` are read from their beginning
-        latest = {tp: max(off, begin.get(tp, 0)) for tp, off in run(go()).items()}
+        latest = {tp: max(off, begin.get(tp, 0)) for tp, off in now.items()}
         latest.update({tp: off for tp, off in begin.items() if tp not in latest})
         begin = {tp: begin.get(tp, 0) for tp in latest}
         if isinstance(limit, ReadMaxRows):

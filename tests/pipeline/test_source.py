@@ -219,7 +219,8 @@ def test_stream_restarts_from_checkpoint(spark: SparkSession, module_standalone:
     run_once()
     assert spark_rows(spark.read.parquet(str(out))) == first
     # more records and a new partition, then the same query restarted from its checkpoint
-    AdminClient({"bootstrap.servers": bs}).create_partitions([NewPartitions("streamed", 3)])["streamed"].result(30)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_partitions([NewPartitions("streamed", 3)])["streamed"].result(30)
     produce(bs, "streamed", 3, per_codec=10, value_size=100)
     everything = consume_all(bs, "streamed", 3)
     assert len(everything) == len(first) + 50

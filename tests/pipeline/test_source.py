@@ -228,3 +228,20 @@ def test_stream_restarts_from_checkpoint(spark: SparkSession, module_standalone:
     run_once()
     assert spark_rows(spark.read.parquet(str(out))) == everything  # no loss, no duplicates
 
+
+
+def test_batch_write_through_gateway(spark: SparkSession, module_standalone: StandaloneGateway) -> None:
+    bs = module_standalone.bootstrap
+    create_topic(bs, "written", 2)
+    rows = [(None if i % 5 == 0 else f"k{i}".encode(), None if i % 9 == 0 else f"v{i}".encode(),
+             [("h", f"{i}".encode())] if i % 2 else [], i % 2) for i in range(40)]
+    df = spark.createDataFrame(rows, "key binary, value binary, headers array<struct<key:string,value:binary>>, "
+                                     "partition int").repartition(2)
+    df.write.format("quire").option("kafka.bootstrap.servers", bs).option("topic", "written").mode("append").save()
+    got = consume_all(bs, "written", 2)
+    assert sorted(((r[0], r[2], r[3], r[4]) for r in got), key=repr) == sorted(
+        ((p, k, v, tuple(h)) for k, v, h, p in rows), key=repr)
+    # each partition's records in one task's order: offsets dense, no duplicates
+    assert sorted((r[0], r[1]) for r in got) == [(p, o) for p in (0, 1) for o in range(20)]
+    with pytest.raises(Exception, match=r"kafka\.bootstrap\.servers"):
+        df.write.format("quire").option("topic", "written").mode("append").save()

@@ -21,4 +21,5 @@ fi
 
 "$here/js/install.sh"
 bash "$here/java/install.sh"
+bash "$here/spark/install.sh"  # Spark's Kafka connector (when PySpark is installed)
 (cd "$here/.." && python3 -m kafka_wire.codegen.jars >/dev/null)

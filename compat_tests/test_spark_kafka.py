@@ -1,0 +1,100 @@
+"""Spark's own Kafka connector (spark-sql-kafka-0-10, from Maven Central through
+compat_tests/spark/install.sh) against a Quire gateway, unchanged: batch write, batch read and a
+streaming read with Trigger.AvailableNow, checked against what a Kafka consumer of Quire gets.
+One Spark session (local[2]) for the module."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("confluent_kafka")
+
+import pyspark
+from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql import SparkSession
+
+from compat_tests.support.clients import create_topic, unique
+from compat_tests.support.targets import Target
+
+CONNECTOR = Path.home() / ".cache" / "quire" / f"spark-{pyspark.__version__}" / "kafka-connector"
+pytestmark = pytest.mark.skipif(not (CONNECTOR / ".complete").exists(),
+                                reason="Spark's Kafka connector is not resolved (compat_tests/install.sh)")
+
+
+def connector_jars() -> list[str]:
+    """The connector's jars that PySpark does not ship (its own Spark, Scala, Hadoop win)."""
+    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(str(p) for p in CONNECTOR.glob("*.jar") if _artifact(p.name) not in shipped)
+
+
+def _artifact(jar: str) -> str:
+    return re.sub(r"-\d[^-]*(-[a-z]+\d*)?\.jar$", "", jar)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    s = (SparkSession.builder.master("local[2]").appName("quire-spark-kafka")
+         .config("spark.jars", ",".join(connector_jars()))
+         .config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2")
+         .getOrCreate())
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int) -> list[tuple[Any, ...]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("check"), "enable.auto.commit": False})
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[tuple[Any, ...]] = []
+        while len(out) < sum(ends.values()):
+            m = c.poll(10)
+            assert m is not None and m.error() is None, m and m.error()
+            out.append((m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ())))
+        return sorted(out, key=repr)
+    finally:
+        c.close()
+
+
+def rows_of(df: Any) -> list[tuple[Any, ...]]:
+    return sorted(((r.partition, r.offset, r.key and bytes(r.key), r.value and bytes(r.value),
+                    tuple((h.key, h.value and bytes(h.value)) for h in (r.headers or ())))
+                   for r in df.collect()), key=repr)
+
+
+@pytest.mark.compat(suite="spark", client="spark-sql-kafka")
+def test_batch_write_then_batch_and_streaming_reads(spark: SparkSession, target: Target, tmp_path: Path) -> None:
+    bs = target.bootstrap
+    topic = unique("spark-kafka")
+    create_topic(bs, topic, partitions=2)
+    rows = [(f"k{i}".encode() if i % 4 else None, f"v{i}".encode(), [("h", f"{i}".encode())] if i % 3 == 0 else [],
+             i % 2) for i in range(60)]
+    df = spark.createDataFrame(rows, "key binary, value binary, headers array<struct<key:string,value:binary>>, "
+                                     "partition int")
+    df.write.format("kafka").option("kafka.bootstrap.servers", bs).option("topic", topic).save()
+    expected = consume_all(bs, topic, 2)
+    assert len(expected) == 60
+
+    read = (spark.read.format("kafka").option("kafka.bootstrap.servers", bs).option("subscribe", topic)
+            .option("startingOffsets", "earliest").option("endingOffsets", "latest")
+            .option("includeHeaders", "true").load())
+    assert rows_of(read) == expected
+
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bs).option("subscribe", topic)
+              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "25")
+              .option("includeHeaders", "true").load())
+    q = (stream.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(180)
+    assert q.exception() is None
+    assert rows_of(spark.read.parquet(str(out))) == expected

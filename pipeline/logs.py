@@ -221,13 +221,16 @@ class Quire:
                           f"timestamp {ts} (option '{ts_opt}'); set startingOffsetsByTimestampStrategy "
                           f"to latest to start from the end instead")
 
-    async def read_range(self, sl: Slice) -> AsyncIterator[list[bytes]]:
+    async def read_range(self, sl: Slice, *, fail_on_data_loss: bool = True) -> AsyncIterator[list[bytes]]:
         """The stored batches holding offsets [sl.start, sl.end), one list per large read. A
         plan never counts past the LAC; if bookies still lag (a writer's explicit LAC on its
-        way), the task waits for them, then fails rather than return less than planned."""
+        way), the task waits for them, then fails rather than return less than planned (or,
+        without `fail_on_data_loss`, returns what there is, as Spark's failOnDataLoss=false)."""
         reader = await self.open_log(sl.log)
         if reader is None:
-            raise DataLossError(f"partition {sl.topic}-{sl.partition}: its log is gone")
+            if fail_on_data_loss:
+                raise DataLossError(f"partition {sl.topic}-{sl.partition}: its log is gone")
+            return
         nxt = sl.start
         retry = Retry(LAC_BACKOFF, within=LAC_WAIT_S)
         try:
@@ -251,6 +254,8 @@ class Quire:
                             break
                 if nxt < sl.end:
                     if not await retry.pause():
+                        if not fail_on_data_loss:
+                            return
                         raise DataLossError(f"partition {sl.topic}-{sl.partition}: offsets {nxt}..{sl.end} "
                                             f"are not readable (deleted, or not confirmed by the bookies)")
                     await reader.refresh()  # then re-read the ledger list and the LAC

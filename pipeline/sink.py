@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from pipeline.options import OptionError
@@ -83,3 +83,20 @@ class QuireWriter(DataSourceWriter):
         if errors or left:
             raise RuntimeError(f"writing to Quire failed: {errors[:3] or f'{left} rows unacknowledged'}")
         return WriterCommitMessage()
+
+
+class QuireStreamWriter(DataSourceStreamWriter):
+    """`writeStream.format("quire")`: each micro-batch's tasks write as a batch write does (the
+    same guarantee: at-least-once when Spark re-runs a task or a micro-batch)."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.batch = QuireWriter(options, schema)
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        return self.batch.write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # every row was acknowledged by the gateway when its task ended
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # acknowledged rows stay: nothing to undo without transactions

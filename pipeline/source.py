@@ -20,6 +20,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     EqualTo,
     Filter,
@@ -131,9 +132,9 @@ def _min(a: int | None, b: int) -> int:
 
 
 def _millis(v: object) -> int | None:
+    """A pushed-down timestamp literal in ms (PySpark gives naive datetimes in local time, as
+    `timestamp()` reads them), floored: a conservative lower bound."""
     if isinstance(v, dt.datetime):
-        if v.tzinfo is None:
-            v = v.replace(tzinfo=dt.UTC)
         return int(v.timestamp() * 1000)
     return None
 
@@ -157,15 +158,15 @@ async def _plan_batch(o: opt.SourceOptions, pruning: Pruning) -> list[Slice]:
 class SliceReader:
     """Reading planned slices in a task: Arrow record batches, one per large bookie read."""
 
-    meta_url: str
+    opts: opt.SourceOptions
     schema: StructType
 
     def _read(self, sl: Slice) -> Iterator[pa.RecordBatch]:
         schema = arrow_schema(self.schema)
 
         async def batches() -> AsyncIterator[pa.RecordBatch]:
-            async with Quire(self.meta_url) as q:
-                async for chunk in q.read_range(sl):
+            async with Quire(self.opts.meta_url) as q:
+                async for chunk in q.read_range(sl, fail_on_data_loss=self.opts.fail_on_data_loss):
                     yield to_arrow(chunk, sl.topic, sl.partition, sl.start, sl.end, schema)
 
         for rb in iterate(batches):
@@ -176,7 +177,6 @@ class SliceReader:
 class QuireBatchReader(SliceReader, DataSourceReader):
     def __init__(self, o: opt.SourceOptions, schema: StructType) -> None:
         self.opts = o
-        self.meta_url = o.meta_url
         self.schema = schema
         self.pruning = Pruning()
 
@@ -215,7 +215,6 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader, SupportsTriggerAvai
 
     def __init__(self, o: opt.SourceOptions, schema: StructType) -> None:
         self.opts = o
-        self.meta_url = o.meta_url
         self.schema = schema
         self.target: dict[opt.TopicPartition, int] | None = None  # Trigger.AvailableNow's end
 
@@ -299,3 +298,8 @@ class QuireDataSource(DataSource):
         from pipeline.sink import QuireWriter
 
         return QuireWriter(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pipeline.sink import QuireStreamWriter
+
+        return QuireStreamWriter(self.options, schema)

@@ -245,3 +245,21 @@ def test_batch_write_through_gateway(spark: SparkSession, module_standalone: Sta
     assert sorted((r[0], r[1]) for r in got) == [(p, o) for p in (0, 1) for o in range(20)]
     with pytest.raises(Exception, match=r"kafka\.bootstrap\.servers"):
         df.write.format("quire").option("topic", "written").mode("append").save()
+
+
+def test_stream_copies_a_topic_through_write_stream(spark: SparkSession, module_standalone: StandaloneGateway,
+                                                    rolled: tuple[str, list[Row]], tmp_path: Path) -> None:
+    bs = module_standalone.bootstrap
+    create_topic(bs, "copied", 2)
+    src = (spark.readStream.format("quire").option("quire.meta", rolled[0]).option("subscribe", "rolled")
+           .option("startingOffsets", "earliest").option("includeHeaders", "true").load())
+    q = (src.writeStream.format("quire").option("kafka.bootstrap.servers", bs).option("topic", "copied")
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    q.awaitTermination(180)
+    assert q.exception() is None
+    copied = consume_all(bs, "copied", 2)
+
+    def content(rows: list[Row]) -> list[tuple[Any, ...]]:
+        return sorted(((r[0], r[2], r[3], r[4]) for r in rows), key=repr)
+
+    assert content(copied) == content(rolled[1])  # same partition, key, value, headers; once each

@@ -1,0 +1,86 @@
+"""Planning of the `quire` data source without Spark: input partitions per ledger from offset
+ranges (indexed and unindexed ledgers), timestamp pruning, maxOffsetsPerTrigger shares,
+pushed-down filters, and option parsing."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
+
+from pipeline.logs import LedgerSpan, PartitionState, plan_slices
+from pipeline.options import OptionError, parse
+from pipeline.source import Pruning, rate_limit
+
+
+def state(spans: list[LedgerSpan], earliest: int = 0, latest: int = 100) -> PartitionState:
+    return PartitionState("t", 0, "kafka/x/0", earliest, latest, spans)
+
+
+SPANS = [
+    LedgerSpan(1, 0, 40, 4000, 1_000),
+    LedgerSpan(2, 40, 70, 3000, 2_000),
+    LedgerSpan(3, None, None, 0, None),  # the owner's open ledger: not indexed yet
+]
+
+
+def test_one_slice_per_ledger_and_the_open_tail() -> None:
+    got = plan_slices(state(SPANS), 0, 100, slice_bytes=1)
+    assert [(s.start, s.end, s.ledgers) for s in got] == [(0, 40, (1,)), (40, 70, (2,)), (70, 100, (3,))]
+
+
+def test_small_ledgers_merge_and_ranges_clip() -> None:
+    got = plan_slices(state(SPANS), 10, 80, slice_bytes=10_000)
+    assert [(s.start, s.end, s.ledgers) for s in got] == [(10, 80, (1, 2, 3))]
+    assert [s.ledgers for s in plan_slices(state(SPANS), 45, 60)] == [(2,)]
+    assert plan_slices(state(SPANS), 100, 100) == []
+
+
+def test_timestamp_pruning_keeps_unknown_ledgers() -> None:
+    got = plan_slices(state(SPANS), 0, 100, min_ts=1_500, slice_bytes=1)
+    assert [s.ledgers for s in got] == [(2,), (3,)]
+
+
+def test_unindexed_ledgers_between_indexed_ones_form_one_range() -> None:
+    spans = [LedgerSpan(1, 0, 10, 10, None), LedgerSpan(2, None, None, 10, None),
+             LedgerSpan(3, None, None, 10, None), LedgerSpan(4, 30, 50, 10, None)]
+    got = plan_slices(state(spans, latest=50), 0, 50, slice_bytes=1)
+    assert [(s.start, s.end, s.ledgers) for s in got] == [(0, 10, (1,)), (10, 30, (2, 3)), (30, 50, (4,))]
+
+
+def test_rate_limit_shares_by_backlog() -> None:
+    start = {("t", 0): 0, ("t", 1): 10}
+    latest = {("t", 0): 90, ("t", 1): 40, ("t", 2): 5}  # partition 2 is new: from its start
+    got = rate_limit({**start, ("t", 2): 0}, latest, 25)
+    assert got == {("t", 0): 18, ("t", 1): 16, ("t", 2): 1}  # 25 offsets, 90:30:5 of the backlog
+    assert rate_limit(start, {("t", 0): 5, ("t", 1): 12}, 100) == {("t", 0): 5, ("t", 1): 12}
+
+
+def test_pruning_from_pushed_filters() -> None:
+    p = Pruning()
+    for f in [EqualTo(("partition",), 1), GreaterThanOrEqual(("offset",), 10), LessThan(("offset",), 30),
+              In(("partition",), (1, 2)), GreaterThanOrEqual(("timestamp",), dt.datetime(2026, 1, 1)),
+              EqualTo(("key",), b"x")]:
+        p.add(f)
+    assert p.partitions == {1}
+    assert p.clip(0, 100) == (10, 30)
+    assert p.min_ts == int(dt.datetime(2026, 1, 1).timestamp() * 1000)
+
+
+def test_options() -> None:
+    o = parse({"quire.meta": "/data", "SUBSCRIBE": "a, b", "startingOffsets": '{"a":{"0":-2,"1":7}}'},
+              streaming=False)
+    assert o.meta_url == "embedded:///data/meta" and o.subscribe == ["a", "b"]
+    assert o.starting == ("offsets", {("a", 0): -2, ("a", 1): 7}) and o.ending == ("latest",)
+    s = parse({"quire.meta": "zk://h:1/q", "subscribePattern": "a.*", "maxOffsetsPerTrigger": "9"}, streaming=True)
+    assert s.starting == ("latest",) and s.max_offsets_per_trigger == 9 and s.pattern is not None
+    with pytest.raises(OptionError, match="endingOffsets"):
+        parse({"quire.meta": "/d", "subscribe": "a", "endingOffsets": "latest"}, streaming=True)
+    with pytest.raises(OptionError, match="startingOffsetsByTimestampStrategy"):
+        parse({"quire.meta": "/d", "subscribe": "a", "startingOffsetsByTimestampStrategy": "x"}, streaming=False)
+    with pytest.raises(OptionError, match="'assign'"):
+        parse({"quire.meta": "/d", "assign": "a"}, streaming=False)

@@ -72,7 +72,9 @@ def offset_index(md: LogMetadata) -> OffsetIndex:
     """The persisted offset index of a log's finished ledgers (the open one has none)."""
     index = OffsetIndex()
     for li in md.ledgers:
-        idx = LedgerIndex.from_props(li.ledger_id, li.props) if li.entries > 0 or not li.closed else None
+        if li.closed and li.entries <= 0:
+            continue
+        idx = LedgerIndex.from_props(li.ledger_id, li.props)
         if idx is None:
             break  # later ledgers' offsets are found by reading forward from the last point
         index.append_ledger(idx)

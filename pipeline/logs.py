@@ -223,7 +223,9 @@ class Quire:
                           f"timestamp {ts} (option '{ts_opt}'); set startingOffsetsByTimestampStrategy "
                           f"to latest to start from the end instead")
 
-    async def read_range(self, sl: Slice, *, fail_on_data_loss: bool = True) -> AsyncIterator[list[bytes]]:
+    async def read_range(
+        self, sl: Slice, *, fail_on_data_loss: bool = True
+    ) -> AsyncIterator[list[bytes | memoryview]]:
         """The stored batches holding offsets [sl.start, sl.end), one list per large read. A
         plan never counts past the LAC; if bookies still lag (a writer's explicit LAC on its
         way), the task waits for them, then fails rather than return less than planned (or,

@@ -46,7 +46,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def to_arrow(
-    batches: Iterable[bytes], topic: str, partition: int, start: int, end: int, schema: pa.Schema
+    batches: Iterable[bytes | memoryview], topic: str, partition: int, start: int, end: int, schema: pa.Schema
 ) -> pa.RecordBatch:
     """The records with offsets in [start, end) of stored batches (control batches skipped,
     as a consumer does), decompressed, in `schema`'s columns."""

@@ -5,7 +5,6 @@ One Spark session (local[2]) for the module."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,26 +14,15 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("confluent_kafka")
 
-import pyspark
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from compat_tests.support.clients import create_topic, unique
+from compat_tests.support.spark import connector_jars, connector_ready
 from compat_tests.support.targets import Target
 
-CONNECTOR = Path.home() / ".cache" / "quire" / f"spark-{pyspark.__version__}" / "kafka-connector"
-pytestmark = pytest.mark.skipif(not (CONNECTOR / ".complete").exists(),
+pytestmark = pytest.mark.skipif(not connector_ready(),
                                 reason="Spark's Kafka connector is not resolved (compat_tests/install.sh)")
-
-
-def connector_jars() -> list[str]:
-    """The connector's jars that PySpark does not ship (its own Spark, Scala, Hadoop win)."""
-    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    return sorted(str(p) for p in CONNECTOR.glob("*.jar") if _artifact(p.name) not in shipped)
-
-
-def _artifact(jar: str) -> str:
-    return re.sub(r"-\d[^-]*(-[a-z]+\d*)?\.jar$", "", jar)
 
 
 @pytest.fixture(scope="module")

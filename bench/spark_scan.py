@@ -1,0 +1,144 @@
+"""Full scans on Spark (local[2]) of one topic of 1 KiB records, in the same run:
+
+  (a) `format("quire")`: tasks read ledgers straight from the bookies of `quire standalone
+      --bookies 3` (no gateway on the read path)
+  (b) Spark's own Kafka source (spark-sql-kafka-0-10) through the Quire gateway
+  (c) Spark's own Kafka source from Apache Kafka 4.x (single node KRaft)
+
+Each scan is a count and a hash aggregation over value length (one Spark job). The topics are
+filled with kafka-producer-perf-test. Then a producer at a fixed rate on Quire
+(kafka-producer-perf-test --throughput), alone and during scan (a): its p99 latency ratio shows
+how far a direct scan disturbs the write path. `quire migrate` is not built yet (migrate_MBps=nan).
+Targets: direct >= kafka; producer p99 during the scan <= 1.5x alone.
+
+Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [spark] extra.
+Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
+producer_p99_ratio=<n> migrate_MBps=nan`.
+
+Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--producer-s 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.perf_tools import apache_kafka, create_topic, producer_perf
+from compat_tests.support import kafka_dist
+from compat_tests.support.spark import connector_jars, connector_ready
+from tests.support.gateway import StandaloneGateway
+
+RECORD = 1024
+
+
+def fill(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+    create_topic(bootstrap, topic, partitions)
+    return producer_perf(bootstrap, topic, records)["mbps"]
+
+
+def scan(spark: Any, make_df: Callable[[], Any], records: int) -> float:
+    """MB/s of one count + group-by-length job over the whole topic."""
+    from pyspark.sql import functions as F
+
+    df = make_df()
+    t0 = time.monotonic()
+    rows = df.groupBy(F.length("value").alias("n")).count().collect()
+    took = time.monotonic() - t0
+    got = sum(r["count"] for r in rows)
+    if got != records:
+        raise RuntimeError(f"scan read {got} records, expected {records}")
+    return records * RECORD / (1 << 20) / took
+
+
+def rate_limited_p99(bootstrap: str, topic: str, mbps: float, seconds: float) -> float:
+    rps = int(mbps * (1 << 20) / RECORD)
+    out = kafka_dist.run_tool("kafka-producer-perf-test", [
+        "--topic", topic, "--num-records", str(int(rps * seconds)), "--record-size", str(RECORD),
+        "--throughput", str(rps), "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
+    ], timeout=600).stdout
+    import re
+
+    m = re.search(r"(\d+) ms 99th", out)
+    if m is None:
+        raise RuntimeError(f"unexpected kafka-producer-perf-test output:\n{out}")
+    return float(m[1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=int, default=2048, help="topic size, MiB")
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--producer-mbps", type=float, default=20.0)
+    ap.add_argument("--producer-s", type=float, default=15.0)
+    args = ap.parse_args()
+    if not connector_ready():
+        print("Spark's Kafka connector is missing: run compat_tests/install.sh", file=sys.stderr)
+        return 2
+    kafka_dist.ensure_installed()
+    from pyspark.sql import SparkSession
+
+    import pipeline
+
+    records = args.mb * (1 << 20) // RECORD
+    print(f"{records} records x {RECORD} B on {args.partitions} partitions; Spark local[2]", flush=True)
+    spark = (SparkSession.builder.master("local[2]").appName("spark-scan")
+             .config("spark.jars", ",".join(connector_jars())).config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    pipeline.register(spark)
+
+    def kafka_df(bootstrap: str) -> Callable[[], Any]:
+        return lambda: (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                        .option("subscribe", "scan").option("startingOffsets", "earliest").load())
+
+    nan = float("nan")
+    direct = via = kafka = ratio = nan
+    with tempfile.TemporaryDirectory(prefix="spark-scan-") as tmp:
+        gw = StandaloneGateway(Path(tmp) / "quire", bookies=3, log_level="WARNING").start()
+        try:
+            print(f"quire fill: {fill(gw.bootstrap, 'scan', args.partitions, records):.1f} MB/s", flush=True)
+            data_dir = str(gw.data_dir)
+
+            def quire_df() -> Any:
+                return spark.read.format("quire").option("quire.meta", data_dir).option("subscribe", "scan").load()
+
+            direct = scan(spark, quire_df, records)
+            print(f"(a) format(quire), from bookies: {direct:.1f} MB/s", flush=True)
+            via = scan(spark, kafka_df(gw.bootstrap), records)
+            print(f"(b) Spark Kafka source via the gateway: {via:.1f} MB/s", flush=True)
+            create_topic(gw.bootstrap, "load", 1)
+            alone = rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s)
+            during: list[float] = []
+            t = threading.Thread(target=lambda: during.append(
+                rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s)))
+            t.start()
+            while t.is_alive():  # scans for as long as the producer runs
+                scan(spark, quire_df, records)
+            t.join()
+            ratio = during[0] / alone if during and alone > 0 else nan
+            print(f"producer at {args.producer_mbps} MB/s: p99 {alone:.0f} ms alone, "
+                  f"{during[0] if during else nan:.0f} ms during direct scans (x{ratio:.2f})", flush=True)
+        finally:
+            gw.stop(timeout=30.0)
+        with apache_kafka(Path(tmp) / "kafka") as bootstrap:
+            print(f"kafka fill: {fill(bootstrap, 'scan', args.partitions, records):.1f} MB/s", flush=True)
+            kafka = scan(spark, kafka_df(bootstrap), records)
+            print(f"(c) Spark Kafka source from Apache Kafka: {kafka:.1f} MB/s", flush=True)
+    spark.stop()
+    print(f"direct/kafka: {direct / kafka if kafka > 0 else nan:.2f} (target >= 1.00); "
+          f"producer p99 ratio {ratio:.2f} (target <= 1.50)")
+    print(f"BENCH spark_scan direct_MBps={direct:.2f} via_gateway_MBps={via:.2f} kafka_MBps={kafka:.2f} "
+          f"producer_p99_ratio={ratio:.2f} migrate_MBps=nan")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

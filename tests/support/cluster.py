@@ -27,6 +27,7 @@ class GatewayProc:
     port: int = field(default_factory=free_port)
     session_timeout: float = 2.0  # seconds: a dead gateway's leases vanish this long after it dies
     replication: str = "3/3/2"
+    extra_args: list[str] = field(default_factory=list)  # more `quire gateway` flags
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -41,6 +42,7 @@ class GatewayProc:
             "--listen", self.address,
             "--id", str(self.node_id),
             "--replication", self.replication,
+            *self.extra_args,
         ]  # fmt: skip
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(

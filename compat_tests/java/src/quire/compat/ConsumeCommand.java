@@ -1,8 +1,11 @@
 package quire.compat;
 
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.List;
+import java.util.HexFormat;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
@@ -10,8 +13,10 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
@@ -45,6 +50,53 @@ final class ConsumeCommand {
             Map<Integer, Long> out = new TreeMap<>();
             committed.forEach((tp, om) -> out.put(tp.partition(), om == null ? -1L : om.offset()));
             Harness.emit("committed", "offsets", out);
+        }
+    }
+
+    /**
+     * Assign one partition (no group), read `count` records from offset 0 as bytes, and print
+     * their count and a SHA-256 over (4-byte big-endian length, value) of each in offset order
+     * (offsets must be dense); with timestamp=T also what offsetsForTimes answers for T.
+     */
+    static void checksum(Harness.Args a) throws Exception {
+        TopicPartition tp = new TopicPartition(a.str("topic"), a.integer("partition", 0));
+        long count = Long.parseLong(a.str("count"));
+        long deadline = System.currentTimeMillis() + a.integer("timeout.ms", 120000);
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.str("bootstrap"));
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.assign(List.of(tp));
+            c.seek(tp, 0);
+            MessageDigest md = MessageDigest.getInstance("SHA-256");
+            long next = 0;
+            long bytes = 0;
+            while (next < count) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("consumed " + next + " of " + count + " before the deadline");
+                }
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    if (r.offset() != next) {
+                        throw new IllegalStateException("offset " + r.offset() + " where " + next + " was due");
+                    }
+                    byte[] v = r.value();
+                    md.update(ByteBuffer.allocate(4).putInt(v == null ? -1 : v.length).array());
+                    if (v != null) {
+                        md.update(v);
+                        bytes += v.length;
+                    }
+                    next++;
+                }
+            }
+            Harness.emit("checksum", "count", next, "bytes", bytes, "sha256", HexFormat.of().formatHex(md.digest()));
+            String ts = a.str("timestamp", null);
+            if (ts != null) {
+                OffsetAndTimestamp at = c.offsetsForTimes(Map.of(tp, Long.parseLong(ts))).get(tp);
+                Harness.emit("offset_for_time", "offset", at == null ? -1L : at.offset(),
+                        "timestamp", at == null ? -1L : at.timestamp());
+            }
         }
     }
 

@@ -89,7 +89,11 @@ async def run_gateway(
     ledgers = LedgerClient(meta)
     topics = TopicRegistry(meta)
     tier = make_tier(config.offload) if config.offload is not None else None
-    offloader = Offloader(tier, deletion_lag_ms=config.offload_deletion_lag_ms) if tier is not None else None
+    offloader = (
+        Offloader(tier, deletion_lag_ms=config.offload_deletion_lag_ms,
+                  max_concurrent_ledgers=config.offload_max_concurrent_ledgers)
+        if tier is not None else None
+    )
     cluster: ClusterView | None = None
     partitions: PartitionManager | None = None
     server: GatewayServer | None = None

@@ -6,7 +6,11 @@ from dataclasses import dataclass, field
 
 from gateway.topics.configs import ConfigSource, ConfigType
 from store.offload import OffloadSettings
-from store.offload.offloader import DEFAULT_CLEANUP_MARGIN_MS, DEFAULT_DELETION_LAG_MS
+from store.offload.offloader import (
+    DEFAULT_CLEANUP_MARGIN_MS,
+    DEFAULT_DELETION_LAG_MS,
+    DEFAULT_MAX_CONCURRENT_LEDGERS,
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class GatewayConfig:
     offload: OffloadSettings | None = None
     offload_deletion_lag_ms: int = DEFAULT_DELETION_LAG_MS
     offload_cleanup_margin_ms: int = DEFAULT_CLEANUP_MARGIN_MS
+    offload_max_concurrent_ledgers: int = DEFAULT_MAX_CONCURRENT_LEDGERS  # per log, copied at once
     # Broker-level defaults of topic configs by topic config name (log.retention.ms -> retention.ms).
     topic_defaults: dict[str, str] = field(default_factory=dict)
     # What DescribeConfigs reports for the BROKER resource, with sources (empty: built in-process).

@@ -39,6 +39,7 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
         offload=offload_settings(r, fixed.get("data_dir") or r.get_value("quire.data.dir")),
         offload_deletion_lag_ms=r.get_value("quire.offload.deletion.lag.ms"),
         offload_cleanup_margin_ms=r.get_value("quire.offload.cleanup.margin.ms"),
+        offload_max_concurrent_ledgers=r.get_value("quire.offload.max.concurrent.ledgers"),
     )
     kwargs.update(fixed)
     shown = {k: v for k, v in (("node.id", kwargs["node_id"]), ("quire.meta", kwargs["meta_url"]),

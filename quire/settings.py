@@ -26,7 +26,11 @@ from store.bookie.bookie import BookieConfig
 from store.bookie.disk import DiskConfig
 from store.managed.cache import DEFAULT_CACHE_BYTES
 from store.metrics import DEFAULT_METRICS, metrics_address
-from store.offload.offloader import DEFAULT_CLEANUP_MARGIN_MS, DEFAULT_DELETION_LAG_MS
+from store.offload.offloader import (
+    DEFAULT_CLEANUP_MARGIN_MS,
+    DEFAULT_DELETION_LAG_MS,
+    DEFAULT_MAX_CONCURRENT_LEDGERS,
+)
 from store.recovery.service import RecoveryConfig
 
 log = logging.getLogger(__name__)
@@ -173,6 +177,8 @@ SETTINGS: tuple[Setting, ...] = (
             "how long an offloaded ledger's bookie copy is kept", G),
     Setting("quire.offload.cleanup.margin.ms", int, DEFAULT_CLEANUP_MARGIN_MS,
             "offloaded objects no metadata names are removed by cleanup once this old", G),
+    Setting("quire.offload.max.concurrent.ledgers", int, DEFAULT_MAX_CONCURRENT_LEDGERS,
+            "ledgers of one log copied to the tier at once (each switched by its own compare-and-set)", G),
     Setting("quire.metrics", str, None,
             "HOST:PORT of the Prometheus metrics endpoint, or off (standalone: the gateway's; its bookies "
             "take the following ports)", ALL | {RECOVERY}, described=False, role_defaults={STANDALONE: DEFAULT_METRICS}),

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DELETION_LAG_MS = 4 * 3600 * 1000  # Pulsar's managedLedgerOffloadDeletionLagMs
 DEFAULT_CLEANUP_MARGIN_MS = 3600 * 1000
+DEFAULT_MAX_CONCURRENT_LEDGERS = 2
 RETRY_BACKOFF = Backoff(0.5, 30.0)  # a tier that is down: retried, never given up
 
 
@@ -42,9 +43,16 @@ class PassResult:
 
 
 class Offloader:
-    def __init__(self, tier: Tier, *, deletion_lag_ms: int = DEFAULT_DELETION_LAG_MS) -> None:
+    def __init__(
+        self,
+        tier: Tier,
+        *,
+        deletion_lag_ms: int = DEFAULT_DELETION_LAG_MS,
+        max_concurrent_ledgers: int = DEFAULT_MAX_CONCURRENT_LEDGERS,
+    ) -> None:
         self._tier = tier
         self.deletion_lag_ms = deletion_lag_ms
+        self.max_concurrent_ledgers = max(1, max_concurrent_ledgers)  # per log, in one pass
         self._running: dict[int, asyncio.Task[None]] = {}  # id(ml) -> background pass
         self._again: set[int] = set()
         self._forced: set[int] = set()
@@ -165,18 +173,36 @@ class Offloader:
     async def run(
         self, ml: ManagedLog, *, force: bool = False, progress: Callable[[int], None] | None = None
     ) -> PassResult:
-        """Offload what the policy (or `force`: every closed ledger) says, then delete the bookie
-        copies past the deletion lag."""
+        """Offload what the policy (or `force`: every closed ledger) says, up to
+        max_concurrent_ledgers at a time, then delete the bookie copies past the deletion lag.
+
+        Concurrent switches are safe: each is its own compare-and-set, applied under the log's
+        metadata lock to the latest metadata (ManagedLog.record_offload), so none loses another's
+        update. A failed ledger never cancels the others (a switch cancelled after its write
+        reached the store would delete objects the metadata names): all finish, then the first
+        error is raised."""
         out = PassResult()
         chosen = to_offload(ml.ledgers, ml.config, now_ms(), force=force)
         sizes = {li.ledger_id: li.size for li in ml.ledgers}
         self._pending[id(ml)] = sum(sizes[lid] for lid in chosen)
-        for lid in chosen:
-            info = await self.offload_ledger(ml, lid, progress)
-            self._pending[id(ml)] -= sizes[lid]
-            if info is not None:
+        slots = asyncio.Semaphore(self.max_concurrent_ledgers)
+        done: dict[int, OffloadInfo] = {}
+
+        async def one(lid: int) -> None:
+            async with slots:
+                info = await self.offload_ledger(ml, lid, progress)
+                self._pending[id(ml)] -= sizes[lid]
+                if info is not None:
+                    done[lid] = info
+
+        results = await asyncio.gather(*(one(lid) for lid in chosen), return_exceptions=True)
+        for lid in chosen:  # in ledger order, whatever order they finished in
+            if lid in done:
                 out.offloaded.append(lid)
-                out.bytes += info.size
+                out.bytes += done[lid].size
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
         for lid in bookie_copies_due(ml.ledgers, self.deletion_lag_ms, now_ms()):
             await ml.delete_bookie_copy(lid, after_delete=lambda: crash_point("delete"))
             out.bookie_deleted.append(lid)

@@ -106,3 +106,47 @@ async def test_policy_offloads_by_size_and_retention_deletes_objects(
     # deleting the log deletes its offloaded objects too
     await ml.delete()
     assert await tier.objects() == []
+
+
+async def test_ledgers_offloaded_concurrently_lose_no_switch(
+    bookie_cluster: Any, meta_url: str, store: tuple[MetaStore, LedgerClient], tier: Tier
+) -> None:
+    await bookie_cluster(3, meta_url)
+    meta, client = store
+    width = 4
+    off = Offloader(tier, deletion_lag_ms=0, max_concurrent_ledgers=width)
+    ml = await ManagedLog.open(meta, client, "c", config=CFG, cache=EntryCache(max_bytes=10_000), offloader=off)
+    data = payloads(400)
+    await asyncio.gather(*(ml.append(p) for p in data))
+    await ml.roll()
+    closed = [li.ledger_id for li in ml.ledgers[:-1]]
+    assert len(closed) == 10
+    # every copy waits until `width` are in flight: a pass that copied one at a time would hang
+    copy = tier.copy_ledger
+    started, in_flight, peak, wide = 0, 0, 0, asyncio.Event()
+
+    async def gated(*args: Any) -> Any:
+        nonlocal started, in_flight, peak
+        started += 1
+        in_flight += 1
+        peak = max(peak, in_flight)
+        if in_flight == width:
+            wide.set()
+        try:
+            if started <= width:  # the first wave
+                await asyncio.wait_for(wide.wait(), 30)
+            return await copy(*args)
+        finally:
+            in_flight -= 1
+
+    tier.copy_ledger = gated  # type: ignore[method-assign]
+    res = await off.run(ml, force=True)
+    assert wide.is_set() and peak == width
+    # the switches raced on the log's metadata: none lost (in memory and in the store)
+    assert res.offloaded == closed and res.bookie_deleted == closed
+    assert all(li.offload is not None and li.offload.bookie_deleted for li in ml.ledgers[:-1])
+    await ml.close()
+    ro = await ManagedLogReader.open(meta, client, "c", offloaded=tier)
+    assert await read_all(ro) == data
+    await ro.close()
+    assert await cleanup(meta, tier, margin_ms=0) == []

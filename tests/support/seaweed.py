@@ -96,8 +96,17 @@ class Seaweed:
 
 @pytest.fixture(scope="session")
 def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seaweed]:
-    sw = Seaweed(tmp_path_factory.mktemp("seaweed"))
-    sw.start()
+    base = tmp_path_factory.mktemp("seaweed")
+    for attempt in range(3):
+        sw = Seaweed(base / f"run{attempt}")
+        try:
+            sw.start()
+            break
+        except RuntimeError:
+            # most likely one of its nine free ports was taken before weed bound it: fresh ports
+            sw.stop()
+            if attempt == 2:
+                raise
     try:
         yield sw
     finally:

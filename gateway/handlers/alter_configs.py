@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
@@ -52,26 +53,49 @@ def _duplicates(resources: list[tuple[int, str]]) -> set[tuple[int, str]]:
     return {k for k, n in Counter(resources).items() if n > 1}
 
 
-async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    Resp = AlterConfigsResponse.AlterConfigsResourceResponse
-    dups = _duplicates([(r.resource_type, r.resource_name) for r in req.resources])
+class _Resource(Protocol):
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+
+
+R = TypeVar("R", bound=_Resource)
+T = TypeVar("T")
+
+
+async def _alter_each(
+    ctx: RequestContext, resources: list[R], validate_only: bool,
+    mutation: Callable[[R], Callable[[dict[str, str]], dict[str, str]]], response: Callable[..., T],
+) -> list[T]:
+    """One response per resource: duplicates and non-topic resources refused, else the topic's
+    configs changed by `mutation(resource)` (whose own refusals raise KafkaApiError)."""
+    dups = _duplicates([(r.resource_type, r.resource_name) for r in resources])
     out = []
-    for r in req.resources:
+    for r in resources:
         try:
             if (r.resource_type, r.resource_name) in dups:
                 raise _err(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
             _check_resource(ctx, r.resource_type, r.resource_name)
-            new: dict[str, str | None] = {c.name: c.value for c in r.configs}
-            if None in new.values():
-                bad = next(k for k, v in new.items() if v is None)
-                raise _err(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {bad}")
-            replaced = {k: v for k, v in new.items() if v is not None}
-            await _alter_topic(ctx, r.resource_name, _replace_with(replaced), req.validate_only)
-            out.append(Resp(error_message=None, resource_type=r.resource_type, resource_name=r.resource_name))
+            await _alter_topic(ctx, r.resource_name, mutation(r), validate_only)
+            out.append(response(error_message=None, resource_type=r.resource_type, resource_name=r.resource_name))
         except KafkaApiError as e:
-            out.append(Resp(error_code=e.error_code, error_message=e.message, resource_type=r.resource_type,
-                            resource_name=r.resource_name))
-    return AlterConfigsResponse(responses=out)
+            out.append(response(error_code=e.error_code, error_message=e.message, resource_type=r.resource_type,
+                                resource_name=r.resource_name))
+    return out
+
+
+def _replacement(r: AlterConfigsRequest.AlterConfigsResource) -> Callable[[dict[str, str]], dict[str, str]]:
+    new: dict[str, str | None] = {c.name: c.value for c in r.configs}
+    if None in new.values():
+        bad = next(k for k, v in new.items() if v is None)
+        raise _err(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {bad}")
+    return _replace_with({k: v for k, v in new.items() if v is not None})
+
+
+async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    return AlterConfigsResponse(responses=await _alter_each(
+        ctx, req.resources, req.validate_only, _replacement, AlterConfigsResponse.AlterConfigsResourceResponse))
 
 
 def _incremental(ops: list[IncrementalAlterConfigsRequest.AlterableConfig]) -> Callable[[dict[str, str]], dict[str, str]]:
@@ -116,17 +140,6 @@ def _incremental(ops: list[IncrementalAlterConfigsRequest.AlterableConfig]) -> C
 async def incremental_alter_configs(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    Resp = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
-    dups = _duplicates([(r.resource_type, r.resource_name) for r in req.resources])
-    out = []
-    for r in req.resources:
-        try:
-            if (r.resource_type, r.resource_name) in dups:
-                raise _err(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
-            _check_resource(ctx, r.resource_type, r.resource_name)
-            await _alter_topic(ctx, r.resource_name, _incremental(r.configs), req.validate_only)
-            out.append(Resp(error_message=None, resource_type=r.resource_type, resource_name=r.resource_name))
-        except KafkaApiError as e:
-            out.append(Resp(error_code=e.error_code, error_message=e.message, resource_type=r.resource_type,
-                            resource_name=r.resource_name))
-    return IncrementalAlterConfigsResponse(responses=out)
+    return IncrementalAlterConfigsResponse(responses=await _alter_each(
+        ctx, req.resources, req.validate_only, lambda r: _incremental(r.configs),
+        IncrementalAlterConfigsResponse.AlterConfigsResourceResponse))

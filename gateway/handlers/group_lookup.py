@@ -5,6 +5,9 @@ below never sees."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, TypeVar
+
 from coordinator.group.coordinator import GroupCoordinator
 from gateway.context import RequestContext
 from gateway.groups import coordinators
@@ -18,6 +21,34 @@ def client_host(ctx: RequestContext) -> str:
     """Kafka's member client_host: "/" + the peer's address."""
     host = ctx.client_address.rsplit(":", 1)[0]
     return "/" + host.strip("[]")
+
+
+class _Partition(Protocol):
+    @property
+    def partition_index(self) -> int: ...
+
+
+class _Topic(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> Iterable[_Partition]: ...
+
+
+T = TypeVar("T")
+P = TypeVar("P")
+
+
+def errors_by_topic(
+    topics: Iterable[_Topic], errors: Mapping[tuple[str, int], int],
+    topic: Callable[[str, list[P]], T], partition: Callable[[int, int], P],
+) -> list[T]:
+    """The response's topics in request order, each partition carrying its error from `errors`
+    (keyed by (topic, partition)): the shape OffsetCommit and OffsetDelete answer in."""
+    return [
+        topic(t.name, [partition(p.partition_index, errors[(t.name, p.partition_index)]) for p in t.partitions])
+        for t in topics
+    ]
 
 
 async def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:

@@ -20,6 +20,7 @@ EARLIEST_PENDING_UPLOAD = -6
 
 TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+ListOffsetsPartition = ListOffsetsRequest.ListOffsetsPartition
 
 
 async def lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
@@ -48,21 +49,19 @@ async def lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
     return found[0], found[1], plog.epoch_for_offset(found[1])
 
 
+async def _answer(p: ListOffsetsPartition, plog: PartitionLog) -> PartitionResponse:
+    plog.check_leader_epoch(p.current_leader_epoch)
+    ts, off, epoch = await lookup(plog, p.timestamp)
+    return PartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=ts, offset=off,
+                             leader_epoch=epoch)
+
+
+def _failed(p: ListOffsetsPartition, e: KafkaApiError) -> PartitionResponse:
+    return PartitionResponse(partition_index=p.partition_index, error_code=int(e.error_code), timestamp=-1,
+                             offset=-1, leader_epoch=-1)
+
+
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
-    cache = TopicCache(ctx.services)
-    out = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            try:
-                _, plog = await cache.log(t.name, p.partition_index)
-                plog.check_leader_epoch(p.current_leader_epoch)
-                ts, off, epoch = await lookup(plog, p.timestamp)
-            except KafkaApiError as e:
-                parts.append(PartitionResponse(partition_index=p.partition_index, error_code=int(e.error_code),
-                                               timestamp=-1, offset=-1, leader_epoch=-1))
-                continue
-            parts.append(PartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=ts,
-                                           offset=off, leader_epoch=epoch))
-        out.append(TopicResponse(name=t.name, partitions=parts))
-    return ListOffsetsResponse(topics=out)
+    return ListOffsetsResponse(topics=await TopicCache(ctx.services).per_partition(
+        req.topics, lambda t: (t.name, t.partitions), lambda p: p.partition_index, _answer, _failed,
+        lambda t, parts: TopicResponse(name=t.name, partitions=parts)))

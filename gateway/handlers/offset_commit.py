@@ -7,7 +7,7 @@ import time
 from coordinator.group.group import OffsetAndMetadata
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.group_lookup import group_coordinator, partition_exists
+from gateway.handlers.group_lookup import errors_by_topic, group_coordinator, partition_exists
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 
@@ -45,14 +45,9 @@ async def offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Offset
         except KafkaApiError as e:
             errors.update(dict.fromkeys(wanted, e.error_code))
     return OffsetCommitResponse(
-        topics=[
-            RTopic(
-                name=t.name,
-                partitions=[
-                    RPartition(partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ]
+        topics=errors_by_topic(
+            req.topics, errors,
+            lambda name, parts: RTopic(name=name, partitions=parts),
+            lambda index, code: RPartition(partition_index=index, error_code=code),
+        )
     )

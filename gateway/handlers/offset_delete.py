@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.group_lookup import group_coordinator, partition_exists
+from gateway.handlers.group_lookup import errors_by_topic, group_coordinator, partition_exists
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 
@@ -31,14 +31,9 @@ async def offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> Offset
         return OffsetDeleteResponse(error_code=top)
     errors.update(per)
     return OffsetDeleteResponse(
-        topics=[
-            RTopic(
-                name=t.name,
-                partitions=[
-                    RPartition(partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ]
+        topics=errors_by_topic(
+            req.topics, errors,
+            lambda name, parts: RTopic(name=name, partitions=parts),
+            lambda index, code: RPartition(partition_index=index, error_code=code),
+        )
     )

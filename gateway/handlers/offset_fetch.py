@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from coordinator.group.offsets import FetchedOffset
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
@@ -22,11 +25,34 @@ async def _fetch(
         return e.error_code, []
 
 
-def _by_topic(found: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
-    out: dict[str, list[FetchedOffset]] = {}
+T = TypeVar("T")
+P = TypeVar("P")
+
+
+def _by_topic(
+    found: list[FetchedOffset], topic: Callable[..., T], partition: Callable[..., P], with_epoch: bool = True
+) -> list[T]:
+    """The offsets grouped by topic, as the response's topic and partition structs (the v8+
+    group form and the older top-level form differ only in their struct types)."""
+    grouped: dict[str, list[FetchedOffset]] = {}
     for f in found:
-        out.setdefault(f.topic, []).append(f)
-    return out
+        grouped.setdefault(f.topic, []).append(f)
+    return [
+        topic(
+            name=name,
+            partitions=[
+                partition(
+                    partition_index=f.partition,
+                    committed_offset=f.offset,
+                    committed_leader_epoch=f.leader_epoch if with_epoch else -1,
+                    metadata=f.metadata,
+                    error_code=f.error,
+                )
+                for f in fs
+            ],
+        )
+        for name, fs in grouped.items()
+    ]
 
 
 async def offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
@@ -41,22 +67,7 @@ async def offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFe
                 R.OffsetFetchResponseGroup(
                     group_id=g.group_id,
                     error_code=err,
-                    topics=[
-                        R.OffsetFetchResponseTopics(
-                            name=topic,
-                            partitions=[
-                                R.OffsetFetchResponsePartitions(
-                                    partition_index=f.partition,
-                                    committed_offset=f.offset,
-                                    committed_leader_epoch=f.leader_epoch,
-                                    metadata=f.metadata,
-                                    error_code=f.error,
-                                )
-                                for f in fs
-                            ],
-                        )
-                        for topic, fs in _by_topic(found).items()
-                    ],
+                    topics=_by_topic(found, R.OffsetFetchResponseTopics, R.OffsetFetchResponsePartitions),
                 )
             )
         return OffsetFetchResponse(groups=groups)
@@ -67,20 +78,5 @@ async def offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFe
         found = [FetchedOffset(t, p, error=err) for t, p in parts]
     return OffsetFetchResponse(
         error_code=err if v >= 2 else ErrorCode.NONE,
-        topics=[
-            R.OffsetFetchResponseTopic(
-                name=topic,
-                partitions=[
-                    R.OffsetFetchResponsePartition(
-                        partition_index=f.partition,
-                        committed_offset=f.offset,
-                        committed_leader_epoch=f.leader_epoch if v >= 5 else -1,
-                        metadata=f.metadata,
-                        error_code=f.error,
-                    )
-                    for f in fs
-                ],
-            )
-            for topic, fs in _by_topic(found).items()
-        ],
+        topics=_by_topic(found, R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition, with_epoch=v >= 5),
     )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 from gateway.errors import KafkaApiError
 from kafka_wire.errors import ErrorCode
@@ -12,6 +13,11 @@ if TYPE_CHECKING:
     from gateway.partition.log import PartitionLog
     from gateway.services import GatewayServices
     from gateway.topics.registry import TopicInfo
+
+P = TypeVar("P")
+R = TypeVar("R")
+T = TypeVar("T")
+TR = TypeVar("TR")
 
 
 class TopicCache:
@@ -52,3 +58,29 @@ class TopicCache:
         if plog.lost:
             raise KafkaApiError(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), f"{info.name}-{partition} is moving")
         return info, plog
+
+    async def per_partition(
+        self,
+        topics: Iterable[T],
+        partitions: Callable[[T], tuple[str | uuid.UUID, Iterable[P]]],
+        index: Callable[[P], int],
+        answer: Callable[[P, PartitionLog], Awaitable[R]],
+        failed: Callable[[P, KafkaApiError], R],
+        result: Callable[[T, list[R]], TR],
+    ) -> list[TR]:
+        """The per-topic results of a partition-level request: for each requested partition,
+        `answer` with its log, or `failed` with the Kafka error that finding the log (or
+        answering) raised, so that one partition's error never fails the others; `result`
+        wraps a topic's partition results."""
+        out: list[TR] = []
+        for t in topics:
+            topic, requested = partitions(t)
+            parts: list[R] = []
+            for p in requested:
+                try:
+                    _, plog = await self.log(topic, index(p))
+                    parts.append(await answer(p, plog))
+                except KafkaApiError as e:
+                    parts.append(failed(p, e))
+            out.append(result(t, parts))
+        return out

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from store.meta.paths import validate_node_path, validate_path
+
 
 class MetaError(Exception):
     """Base of every metadata-store error."""
@@ -92,15 +94,17 @@ class MetaStore(abc.ABC):
     def add_session_listener(self, listener: SessionListener) -> None:
         """Called once if the session is lost (expired, not merely closed by us)."""
 
-    @abc.abstractmethod
+    # The operations validate their path here, once for every implementation, and hand over to
+    # the implementation's _-prefixed method (the same operation, path already valid).
+
     async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
         """Data and stat of a node; NoNodeError if absent. The watch fires on change/delete."""
+        return await self._get(validate_path(path), watch)
 
-    @abc.abstractmethod
     async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
         """Stat or None. The watch fires on create, change or delete."""
+        return await self._exists(validate_path(path), watch)
 
-    @abc.abstractmethod
     async def create(
         self,
         path: str,
@@ -113,17 +117,36 @@ class MetaStore(abc.ABC):
         """Create a node and return its path. Sequential appends a 10-digit zero-padded
         counter unique within the parent (as ZooKeeper). make_parents creates missing
         ancestors as empty persistent nodes. NodeExistsError / NoNodeError otherwise."""
+        validate_node_path(path, "create", sequential=sequential)
+        return await self._create(path, data, ephemeral, sequential, make_parents)
 
-    @abc.abstractmethod
     async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
         """Replace the data if the node's version equals `version` (-1: any)."""
+        return await self._set(validate_path(path), data, version)
 
-    @abc.abstractmethod
     async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
         """Delete a node (versioned like set). recursive deletes the subtree first."""
+        await self._delete(validate_node_path(path, "delete"), version, recursive)
 
-    @abc.abstractmethod
     async def children(self, path: str, watch: Watcher | None = None) -> list[str]:
         """Names (not paths) of the children, sorted. The watch fires on add/remove of a
         child or deletion of the node."""
+        return await self._children(validate_path(path), watch)
 
+    @abc.abstractmethod
+    async def _get(self, path: str, watch: Watcher | None) -> tuple[bytes, Stat]: ...
+
+    @abc.abstractmethod
+    async def _exists(self, path: str, watch: Watcher | None) -> Stat | None: ...
+
+    @abc.abstractmethod
+    async def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool, make_parents: bool) -> str: ...
+
+    @abc.abstractmethod
+    async def _set(self, path: str, data: bytes, version: int) -> Stat: ...
+
+    @abc.abstractmethod
+    async def _delete(self, path: str, version: int, recursive: bool) -> None: ...
+
+    @abc.abstractmethod
+    async def _children(self, path: str, watch: Watcher | None) -> list[str]: ...

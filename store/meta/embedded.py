@@ -27,7 +27,6 @@ from store.meta.api import (
     Stat,
     Watcher,
 )
-from store.meta.paths import validate_node_path, validate_path
 from store.meta.sqlite_db import Change, MetaDb, SessionGone
 from store.meta.watch_table import WatchTable
 
@@ -113,31 +112,22 @@ class EmbeddedMetaStore(MetaStore):
 
     # -- reads ----------------------------------------------------------------------------------
 
-    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
-        validate_path(path)
-        db = self._live()
-        found, seq = await self._call(db.get, path)
-        self._live()
+    async def _get(self, path: str, watch: Watcher | None) -> tuple[bytes, Stat]:
+        found, seq = await self._read(MetaDb.get, path)
         if found is None:
             raise NoNodeError(path)
         if watch is not None:
             self._add_data_watch(path, seq, watch)
         return found
 
-    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
-        validate_path(path)
-        db = self._live()
-        stat, seq = await self._call(db.exists, path)
-        self._live()
+    async def _exists(self, path: str, watch: Watcher | None) -> Stat | None:
+        stat, seq = await self._read(MetaDb.exists, path)
         if watch is not None:
             self._add_data_watch(path, seq, watch)
         return stat
 
-    async def children(self, path: str, watch: Watcher | None = None) -> list[str]:
-        validate_path(path)
-        db = self._live()
-        names, seq = await self._call(db.children, path)
-        self._live()
+    async def _children(self, path: str, watch: Watcher | None) -> list[str]:
+        names, seq = await self._read(MetaDb.children, path)
         if names is None:
             raise NoNodeError(path)
         if watch is not None:
@@ -148,16 +138,7 @@ class EmbeddedMetaStore(MetaStore):
 
     # -- writes ---------------------------------------------------------------------------------
 
-    async def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        make_parents: bool = False,
-    ) -> str:
-        validate_node_path(path, "create", sequential=sequential)
+    async def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool, make_parents: bool) -> str:
         db = self._live()
         created, changes = await self._write(
             db.create, self._sid, path, bytes(data), ephemeral, sequential, make_parents
@@ -165,15 +146,13 @@ class EmbeddedMetaStore(MetaStore):
         self._watches.dispatch(changes)
         return created
 
-    async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
-        validate_path(path)
+    async def _set(self, path: str, data: bytes, version: int) -> Stat:
         db = self._live()
         stat, changes = await self._write(db.set, self._sid, path, bytes(data), version)
         self._watches.dispatch(changes)
         return stat
 
-    async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
-        validate_node_path(path, "delete")
+    async def _delete(self, path: str, version: int, recursive: bool) -> None:
         db = self._live()
         changes = await self._write(db.delete, self._sid, path, version, recursive)
         self._watches.dispatch(changes)
@@ -186,6 +165,13 @@ class EmbeddedMetaStore(MetaStore):
         if self._closed or self._db is None:
             raise RuntimeError("metadata store is not started or already closed")
         return self._db
+
+    async def _read(self, fn: Callable[[MetaDb, str], T], path: str) -> T:
+        """A read on the executor, answered only if the session is still live when it returns."""
+        db = self._live()
+        out = await self._call(fn, db, path)
+        self._live()
+        return out
 
     async def _call(self, fn: Callable[..., T], *args: object) -> T:
         loop = asyncio.get_running_loop()

@@ -185,6 +185,16 @@ class MetaDb:
         for (sid,) in expired:
             self._reap(sid, now, out)
 
+    def _versioned_row(self, sid: int, now: int, path: str, version: int) -> tuple[bytes, int, int, int, int, int]:
+        """The node's row for a set or delete by session `sid` that expects `version` (-1: any)."""
+        self._require_session(sid, now)
+        row = self._row(path)
+        if row is None:
+            raise NoNodeError(path)
+        if version != -1 and row[1] != version:
+            raise BadVersionError(f"{path}: expected version {version}, found {row[1]}")
+        return row
+
     def _require_session(self, sid: int, now: int) -> None:
         row = self._c.execute("SELECT heartbeat_ms, timeout_ms FROM sessions WHERE id = ?", (sid,)).fetchone()
         if row is None:
@@ -300,12 +310,7 @@ class MetaDb:
     def set(self, sid: int, path: str, data: bytes, version: int) -> tuple[Stat, list[Change]]:
         def run() -> tuple[Stat, list[Change]]:
             now = now_ms()
-            self._require_session(sid, now)
-            row = self._row(path)
-            if row is None:
-                raise NoNodeError(path)
-            if version != -1 and row[1] != version:
-                raise BadVersionError(f"{path}: expected version {version}, found {row[1]}")
+            row = self._versioned_row(sid, now, path, version)
             self._c.execute(
                 "UPDATE nodes SET data = ?, version = version + 1, mtime = ? WHERE path = ?",
                 (data, now, path),
@@ -320,12 +325,7 @@ class MetaDb:
     def delete(self, sid: int, path: str, version: int, recursive: bool) -> list[Change]:
         def run() -> list[Change]:
             now = now_ms()
-            self._require_session(sid, now)
-            row = self._row(path)
-            if row is None:
-                raise NoNodeError(path)
-            if version != -1 and row[1] != version:
-                raise BadVersionError(f"{path}: expected version {version}, found {row[1]}")
+            self._versioned_row(sid, now, path, version)
             out: list[Change] = []
             if self._num_children(path):
                 if not recursive:

@@ -33,7 +33,7 @@ from store.meta.api import (
     Watcher,
     WatchEvent,
 )
-from store.meta.paths import validate_node_path, validate_path
+from store.meta.paths import validate_path
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ class ZkMetaStore(MetaStore):
 
     # -- operations -----------------------------------------------------------------------------
 
-    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
+    async def _get(self, path: str, watch: Watcher | None) -> tuple[bytes, Stat]:
         client = self._live(path)
         w = self._watch(path, watch, child=False)
         try:
@@ -250,7 +250,7 @@ class ZkMetaStore(MetaStore):
             w.snapshot = zstat.mzxid
         return bytes(data), _stat(zstat)
 
-    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+    async def _exists(self, path: str, watch: Watcher | None) -> Stat | None:
         client = self._live(path)
         w = self._watch(path, watch, child=False)
         try:
@@ -262,7 +262,7 @@ class ZkMetaStore(MetaStore):
             w.snapshot = None if zstat is None else zstat.mzxid
         return None if zstat is None else _stat(zstat)
 
-    async def children(self, path: str, watch: Watcher | None = None) -> list[str]:
+    async def _children(self, path: str, watch: Watcher | None) -> list[str]:
         client = self._live(path)
         w = self._watch(path, watch, child=True)
         try:
@@ -278,16 +278,7 @@ class ZkMetaStore(MetaStore):
             raise
         return sorted(names)
 
-    async def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        make_parents: bool = False,
-    ) -> str:
-        validate_node_path(path, "create", sequential=sequential)
+    async def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool, make_parents: bool) -> str:
         client = self._live(path)
         created = await self._bridge(
             client.create_async(
@@ -296,12 +287,11 @@ class ZkMetaStore(MetaStore):
         )
         return self._strip(created)
 
-    async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+    async def _set(self, path: str, data: bytes, version: int) -> Stat:
         client = self._live(path)
         return _stat(await self._bridge(client.set_async(self._full(path), bytes(data), version)))
 
-    async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
-        validate_node_path(path, "delete")
+    async def _delete(self, path: str, version: int, recursive: bool) -> None:
         client = self._live(path)
         full = self._full(path)
         if not recursive:

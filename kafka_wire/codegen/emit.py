@@ -200,29 +200,29 @@ def _where(msg: MessageDef, sd: StructDef, f: FieldDef) -> str:
     return repr(f"{owner}.{f.attr}")
 
 
+def _wire_runs(fields: list[FieldDef], v: int) -> list[list[FieldDef]]:
+    """The fields on the wire at version `v` in order: each run of consecutive fixed-size fields
+    as one group (one struct pack/unpack), every other field alone. Fields absent at `v` are
+    skipped and do not break a run."""
+    runs: list[list[FieldDef]] = []
+    for f in fields:
+        if not positional(f, v):
+            continue
+        if f.type in FIXED_SIZES and runs and runs[-1][0].type in FIXED_SIZES:
+            runs[-1].append(f)
+        else:
+            runs.append([f])
+    return runs
+
+
 def emit_decoder(msg: MessageDef, sd: StructDef, v: int, ctx: _Ctx, names: dict[tuple[str, int], str]) -> str:
     flex = flexible_at(msg, v)
     cls = cls_ref(msg, sd)
     body = ["def NAME(b, p):", f"    o = _new({cls})"]
     fields = sd.fields
-    i = 0
-    while i < len(fields):
-        f = fields[i]
-        if not positional(f, v):
-            i += 1
-            continue
+    for group in _wire_runs(fields, v):
+        f = group[0]
         if f.type in FIXED_SIZES:
-            group = [f]
-            j = i + 1
-            while j < len(fields):
-                g = fields[j]
-                if not positional(g, v):
-                    j += 1
-                    continue
-                if g.type not in FIXED_SIZES:
-                    break
-                group.append(g)
-                j += 1
             codes = "".join(STRUCT_CODES[g.type] for g in group)
             size = sum(FIXED_SIZES[g.type] for g in group)
             targets = ", ".join(f"o.{g.attr}" for g in group) + ("," if len(group) == 1 else "")
@@ -231,11 +231,9 @@ def emit_decoder(msg: MessageDef, sd: StructDef, v: int, ctx: _Ctx, names: dict[
             for g in group:
                 if g.type == "uuid":
                     body.append(f"    o.{g.attr} = UUID(bytes=o.{g.attr})")
-            i = j
             continue
         body += _read_value(msg, f, v, ctx, names, _where(msg, sd, f), "    ")
         body.append(f"    o.{f.attr} = x")
-        i += 1
     for f in fields:
         if not positional(f, v):
             body.append(f"    o.{f.attr} = {default_expr(msg, f)}")
@@ -326,31 +324,14 @@ def emit_encoder(msg: MessageDef, sd: StructDef, v: int, ctx: _Ctx, names: dict[
         if not present and not f.ignorable:
             body += [f"    if o.{f.attr} != {default_expr(msg, f)}:",
                      f"        not_in_version({_where(msg, sd, f)}, {v})"]
-    i = 0
-    while i < len(fields):
-        f = fields[i]
-        if not positional(f, v):
-            i += 1
-            continue
+    for group in _wire_runs(fields, v):
+        f = group[0]
         if f.type in FIXED_SIZES:
-            group = [f]
-            j = i + 1
-            while j < len(fields):
-                g = fields[j]
-                if not positional(g, v):
-                    j += 1
-                    continue
-                if g.type not in FIXED_SIZES:
-                    break
-                group.append(g)
-                j += 1
             codes = "".join(STRUCT_CODES[g.type] for g in group)
             args = ", ".join(f"o.{g.attr}.bytes" if g.type == "uuid" else f"o.{g.attr}" for g in group)
             body.append(f"    out += {ctx.fmt(codes)}.pack({args})")
-            i = j
             continue
         body += _write_value(msg, f, v, ctx, names, f"o.{f.attr}", _where(msg, sd, f), "    ")
-        i += 1
     if flex:
         known = [f for f in fields if tagged_at(msg, f, v)]
         body += ["    u = o.unknown_tagged_fields"]

@@ -28,6 +28,7 @@ from kafka_wire.errors import ErrorCode
 from store.clock import SYSTEM_CLOCK, Clock
 from store.meta.api import MetaError, MetaStore, NoNodeError, NotEmptyError
 from store.retry import Backoff, Retry
+from store.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import ClusterView
@@ -46,21 +47,6 @@ RESYNC_INTERVAL = 5.0  # re-evaluate even without a watch event (a safety net)
 # ownership was lost (attempt 0); also after a failed reconciliation pass.
 RETRY_BACKOFF = Backoff(initial=1.0, maximum=30.0)
 MAX_PARALLEL_OPENS = 8
-
-
-async def _default_opener(
-    meta: MetaStore,
-    ledgers: LedgerClient,
-    topic: TopicInfo,
-    partition: int,
-    *,
-    cache: EntryCache | None = None,
-    replication: tuple[int, int, int] | None = None,
-    offloader: Offloader | None = None,
-) -> PartitionLog:
-    return await PartitionLog.open(
-        meta, ledgers, topic, partition, cache=cache, replication=replication, offloader=offloader
-    )
 
 
 class PartitionManager:
@@ -89,7 +75,7 @@ class PartitionManager:
         self.cache = cache
         self.replication = replication
         self.offloader = offloader
-        self._open = opener or functools.partial(_default_opener, offloader=offloader)
+        self._open = opener or functools.partial(PartitionLog.open, offloader=offloader)
         self._logs: dict[Key, PartitionLog] = {}
         self._pending: dict[Key, asyncio.Task[PartitionLog | None]] = {}
         self._releasing: dict[Key, asyncio.Task[None]] = {}
@@ -168,10 +154,7 @@ class PartitionManager:
     async def close(self) -> None:
         """Close every log cleanly, then release its lease."""
         self._closed = True
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+        await cancel_and_wait([self._loop_task])
         for t in list(self._pending.values()):
             with contextlib.suppress(Exception):
                 await t

@@ -9,7 +9,7 @@ import logging
 import signal
 import socket
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 from gateway.cluster.membership import ClusterView, GatewayNode, allocate_node_id
 from gateway.cluster.partitions import PartitionManager
@@ -27,16 +27,6 @@ from store.offload import make_tier
 from store.offload.offloader import Offloader
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """asyncio.run on uvloop when it is installed."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
 
 
 def _bind(host: str, port: int) -> socket.socket:

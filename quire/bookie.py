@@ -18,6 +18,7 @@ from store.bookie.disk import DiskConfig, DiskMonitor, disk_usage_of
 from store.bookie.server import BookieServer
 from store.metrics import start_metrics
 from store.recovery.service import AutoRecovery, RecoveryConfig, recovery_env
+from store.tasks import cancel_and_wait, run_async
 
 if TYPE_CHECKING:
     from quire.settings import Resolved
@@ -104,9 +105,7 @@ async def _serve(
                 await auto.close()
             await pool.close_all()
             await monitor.close()
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
+            await cancel_and_wait([refresher])
             if exit_code == 0:
                 with contextlib.suppress(Exception):
                     await reg.unregister()
@@ -160,13 +159,7 @@ def run_bookie(
     d = Path(data_dir).absolute()
     j = Path(journal_dir).absolute() if journal_dir else d / "journal"
     try:
-        import uvloop
-
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover
-        runner = asyncio.run  # type: ignore[assignment]
-    try:
-        return runner(_serve(d, j, host, port, meta_url, rack, config, disk or DiskConfig(), recovery))
+        return run_async(_serve(d, j, host, port, meta_url, rack, config, disk or DiskConfig(), recovery))
     except OSError as e:
         print(f"quire bookie {host}:{port}: {e}", file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@ from gateway.config import GatewayConfig
 from quire import settings as st
 from store.metrics import start_metrics
 from store.offload import OffloadSettings
+from store.tasks import run_async
 
 
 def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
@@ -77,5 +78,5 @@ def main(args: argparse.Namespace) -> int:
         raise st.SettingsError("quire gateway needs a metadata store: --meta zk://host:port/chroot (or quire.meta)")
     config = build_config(r, st.GATEWAY)
     start_metrics(st.metrics(r))
-    app.run_async(app.run_gateway(config))
+    run_async(app.run_gateway(config))
     return 0

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from gateway.app import _install_signals, run_async, run_gateway
+from gateway.app import _install_signals, run_gateway
 from gateway.config import GatewayConfig
 from gateway.server import GatewayServer
 from quire import settings as st
@@ -41,6 +41,7 @@ from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from store.metrics import start_metrics
 from store.net import free_port
+from store.tasks import cancel_and_wait, run_async
 
 log = logging.getLogger(__name__)
 
@@ -278,10 +279,7 @@ async def run_standalone(r: st.Resolved, base: Path, *, log_level: str = "WARNIN
         if not stop.is_set():
             await run_gateway(config, stop=stop, on_ready=on_ready)
     finally:
-        if watchdog is not None:
-            watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watchdog
+        await cancel_and_wait([watchdog])
         for b in children:
             b.terminate()
         await asyncio.gather(*(b.wait_exit(STOP_TIMEOUT) for b in children))

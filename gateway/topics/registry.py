@@ -34,6 +34,7 @@ from store.meta.api import (
     WatchEvent,
 )
 from store.retry import Backoff, Retry
+from store.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +113,7 @@ class TopicRegistry:
 
     async def close(self) -> None:
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
 
     def add_listener(self, cb: Callable[[], None]) -> None:
         """cb() runs whenever any topic is created, deleted or changed (by any gateway)."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import os
 import random
@@ -34,6 +33,7 @@ from store.bookie.lac_polls import LacPolls
 from store.bookie.ledger_states import LedgerInfo, LedgerStates
 from store.bookie.read_cache import ReadCache
 from store.bookie.write_cache import WriteCache
+from store.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +105,7 @@ class LedgerStorage:
                 log.exception("background %s failed", getattr(fn, "__name__", fn))
 
     async def close(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         await self.checkpointer.close()
         await asyncio.get_running_loop().run_in_executor(self._pool, self.logs.close)

@@ -11,7 +11,6 @@ watches are pending.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from store.meta.api import (
 )
 from store.meta.sqlite_db import Change, MetaDb, SessionGone
 from store.meta.watch_table import WatchTable
+from store.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,7 @@ class EmbeddedMetaStore(MetaStore):
         if self._closed:
             return
         self._closed = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._watches.clear()
         db, executor = self._db, self._executor
         if db is not None and executor is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from enum import IntEnum
-from typing import NoReturn
+from typing import NoReturn, overload
 
 from crc32c import crc32c
 
@@ -58,6 +58,25 @@ _I16 = struct.Struct(">h")
 class TimestampType(IntEnum):
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1
+
+
+class _HeaderField:
+    """A read-only header field of a RecordBatch, by its index in `RecordBatch.header()`."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    @overload
+    def __get__(self, batch: None, owner: type) -> _HeaderField: ...
+    @overload
+    def __get__(self, batch: RecordBatch, owner: type) -> int: ...
+    def __get__(self, batch: RecordBatch | None, owner: type) -> int | _HeaderField:
+        if batch is None:
+            return self
+        value: int = batch.header()[self.index]
+        return value
 
 
 class RecordBatch:
@@ -113,16 +132,11 @@ class RecordBatch:
             raise InvalidBatch("truncated batch header", offset=self.offset)
         return _HEADER.unpack_from(self.buf, self.offset)
 
-    def _field(self, i: int) -> int:
-        return self.header()[i]
-
-    @property
-    def crc(self) -> int:
-        return self._field(4)
+    crc = _HeaderField(4)
 
     @property
     def attributes(self) -> int:
-        return self._field(5) & 0xFFFF
+        return self.header()[5] & 0xFFFF
 
     @property
     def compression(self) -> int:
@@ -141,33 +155,17 @@ class RecordBatch:
     def is_control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
 
-    @property
-    def last_offset_delta(self) -> int:
-        return self._field(6)
+    last_offset_delta = _HeaderField(6)
 
     @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
 
-    @property
-    def base_timestamp(self) -> int:
-        return self._field(7)
-
-    @property
-    def max_timestamp(self) -> int:
-        return self._field(8)
-
-    @property
-    def producer_id(self) -> int:
-        return self._field(9)
-
-    @property
-    def producer_epoch(self) -> int:
-        return self._field(10)
-
-    @property
-    def base_sequence(self) -> int:
-        return self._field(11)
+    base_timestamp = _HeaderField(7)
+    max_timestamp = _HeaderField(8)
+    producer_id = _HeaderField(9)
+    producer_epoch = _HeaderField(10)
+    base_sequence = _HeaderField(11)
 
     @property
     def last_sequence(self) -> int:

@@ -4,9 +4,7 @@ partition manager, producer ids and the Kafka server; runs it until stopped."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -25,6 +23,7 @@ from store.managed.cache import EntryCache
 from store.meta.factory import open_meta
 from store.offload import make_tier
 from store.offload.offloader import Offloader
+from store.tasks import ProcessStop
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +41,6 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _install_signals(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-
-
 async def run_gateway(
     config: GatewayConfig,
     *,
@@ -57,25 +49,15 @@ async def run_gateway(
 ) -> None:
     """Run one gateway until `stop` is set (default: until SIGINT/SIGTERM), then shut down
     cleanly: stop accepting, close connections, close partition logs and release their leases."""
-    if stop is None:
-        stop = asyncio.Event()
-        _install_signals(stop)
+    ends = ProcessStop(stop)
+    stop = ends.event
     set_broker_defaults(config.topic_defaults)
     sock = _bind(config.listen_host, config.listen_port)
     host, port = config.advertised(sock.getsockname()[1])
     meta = open_meta(config.meta_url, session_timeout=config.meta_session_timeout_s)
     await meta.start()
-    session_lost = False
-
-    def on_session_lost() -> None:
-        # Without a session this gateway's leases are gone and others own its partitions:
-        # it cannot be trusted as a member, so it leaves (a supervisor restarts it).
-        nonlocal session_lost
-        session_lost = True
-        log.error("metadata-store session lost: shutting the gateway down")
-        stop.set()
-
-    meta.add_session_listener(on_session_lost)
+    # Without a session this gateway's leases are gone and others own its partitions.
+    ends.on_session_lost(meta, log, "metadata-store session lost: shutting the gateway down")
     ledgers = LedgerClient(meta)
     topics = TopicRegistry(meta)
     tier = make_tier(config.offload) if config.offload is not None else None
@@ -134,8 +116,8 @@ async def run_gateway(
         await _quietly(topics.close(), "closing the topic registry")
         await _quietly(ledgers.close(), "closing the ledger client")
         await _quietly(meta.close(), "closing the metadata store")
-    if session_lost:
-        raise SystemExit(3)
+    if ends.session_lost:
+        raise SystemExit(ends.exit_code)
 
 
 async def _quietly(coro: Coroutine[Any, Any, Any], what: str) -> None:

@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +17,7 @@ from store.bookie.disk import DiskConfig, DiskMonitor, disk_usage_of
 from store.bookie.server import BookieServer
 from store.metrics import start_metrics
 from store.recovery.service import AutoRecovery, RecoveryConfig, recovery_env
-from store.tasks import cancel_and_wait, run_async
+from store.tasks import ProcessStop, cancel_and_wait, run_async
 
 if TYPE_CHECKING:
     from quire.settings import Resolved
@@ -41,11 +40,7 @@ async def _serve(
     from store.bookie.registration import CookieMismatchError, Registration, check_cookie
     from store.meta.factory import open_meta
 
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    exit_code = 0
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = ProcessStop()
     address = f"{host}:{port}"
     meta = open_meta(meta_url)
     await meta.start()
@@ -64,14 +59,8 @@ async def _serve(
             await bookie.start()
             await server.start_serving()
             reg = Registration(meta, address, rack, instance_id, data_dir, journal_dir)
-
-            def session_lost() -> None:
-                nonlocal exit_code
-                log.error("metadata session lost: stopping, this bookie can no longer be trusted as alive")
-                exit_code = 3
-                stop.set()
-
-            meta.add_session_listener(session_lost)
+            stop.on_session_lost(
+                meta, log, "metadata session lost: stopping, this bookie can no longer be trusted as alive")
             await reg.register()
             log.info("bookie %s serving (instance %s)", address, instance_id)
 
@@ -100,13 +89,13 @@ async def _serve(
             if recovery is not None:
                 auto = AutoRecovery(recovery_env(meta, pool), f"bookie {address}", recovery)
                 auto.start()
-            await stop.wait()
+            await stop.event.wait()
             if auto is not None:
                 await auto.close()
             await pool.close_all()
             await monitor.close()
             await cancel_and_wait([refresher])
-            if exit_code == 0:
+            if not stop.session_lost:
                 with contextlib.suppress(Exception):
                     await reg.unregister()
         finally:
@@ -115,7 +104,7 @@ async def _serve(
     finally:
         with contextlib.suppress(Exception):
             await meta.close()
-    return exit_code
+    return stop.exit_code
 
 
 def run_bookie(

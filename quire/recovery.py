@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 
 from quire import settings as st
@@ -17,39 +16,29 @@ from store.bookie.client import BookiePool
 from store.meta.factory import open_meta
 from store.metrics import start_metrics
 from store.recovery.service import AutoRecovery, RecoveryConfig, recovery_env
+from store.tasks import ProcessStop
 
 log = logging.getLogger(__name__)
 
 
 async def _serve(meta_url: str, config: RecoveryConfig) -> int:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    exit_code = 0
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = ProcessStop()
     meta = open_meta(meta_url)
     await meta.start()
-
-    def session_lost() -> None:
-        nonlocal exit_code
-        log.error("metadata session lost: stopping (the auditor role and ledger locks are gone)")
-        exit_code = 3
-        stop.set()
-
-    meta.add_session_listener(session_lost)
+    stop.on_session_lost(meta, log, "metadata session lost: stopping (the auditor role and ledger locks are gone)")
     pool = BookiePool()
     node_id = f"recovery {socket.gethostname()}:{os.getpid()}"
     auto = AutoRecovery(recovery_env(meta, pool), node_id, config)
     try:
         auto.start()
         log.info("%s running", node_id)
-        await stop.wait()
+        await stop.event.wait()
     finally:
         await auto.close()
         await pool.close_all()
         with contextlib.suppress(Exception):
             await meta.close()
-    return exit_code
+    return stop.exit_code
 
 
 def main(args: argparse.Namespace) -> int:

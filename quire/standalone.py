@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from gateway.app import _install_signals, run_gateway
+from gateway.app import run_gateway
 from gateway.config import GatewayConfig
 from gateway.server import GatewayServer
 from quire import settings as st
@@ -41,7 +41,7 @@ from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from store.metrics import start_metrics
 from store.net import free_port
-from store.tasks import cancel_and_wait, run_async
+from store.tasks import ProcessStop, cancel_and_wait, run_async
 
 log = logging.getLogger(__name__)
 
@@ -265,8 +265,7 @@ async def run_standalone(r: st.Resolved, base: Path, *, log_level: str = "WARNIN
         node_id=r.get_value("node.id") if r.get_value("node.id") is not None else STANDALONE_NODE_ID,
         replication=st.replication(repl) if repl else replication(bookies),
     )
-    stop = asyncio.Event()
-    _install_signals(stop)
+    stop = ProcessStop().event
     meta = open_meta(meta_url)
     await meta.start()
     watchdog: asyncio.Task[None] | None = None

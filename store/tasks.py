@@ -1,5 +1,6 @@
-"""Running a process's event loop (on uvloop when installed) and stopping background tasks
-(cancel them, then wait until each has ended).
+"""Running a process's event loop (on uvloop when installed), what stops a long-running
+process (ProcessStop), and stopping background tasks (cancel them, then wait until each has
+ended).
 
 At the root of `store/` (beside clock.py and retry.py) so that store/ and every layer above it
 (the bookie and gateway processes alike) run and stop their loops the same way."""
@@ -8,10 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import signal
 from collections.abc import Coroutine, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from store.meta.api import MetaStore
 
 T = TypeVar("T")
+SESSION_LOST_EXIT = 3  # the exit code of a process that stopped because its session was lost
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -32,3 +39,37 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
     for t in pending:
         with contextlib.suppress(asyncio.CancelledError):
             await t
+
+
+class ProcessStop:
+    """What ends a long-running process (gateway, bookie, recovery worker): `event`, set by
+    SIGINT/SIGTERM or by the loss of the process's metadata session. Without a session its
+    ephemeral nodes (registration, leases, locks) are gone, so it cannot be trusted as alive and
+    leaves with SESSION_LOST_EXIT for a supervisor to restart it."""
+
+    def __init__(self, event: asyncio.Event | None = None) -> None:
+        """`event`: the caller's, which it sets to stop the process (no signal handlers are then
+        installed); None: a new one, set on SIGINT or SIGTERM where the loop can handle signals
+        (not off the main thread)."""
+        self.session_lost = False
+        if event is None:
+            event = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, event.set)
+        self.event = event
+
+    def on_session_lost(self, meta: MetaStore, logger: logging.Logger, message: str) -> None:
+        """Stop when `meta`'s session is lost, logging `message` as an error."""
+
+        def lost() -> None:
+            self.session_lost = True
+            logger.error("%s", message)
+            self.event.set()
+
+        meta.add_session_listener(lost)
+
+    @property
+    def exit_code(self) -> int:
+        return SESSION_LOST_EXIT if self.session_lost else 0

@@ -29,7 +29,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from gateway.cluster import inspect
@@ -501,19 +501,20 @@ async def _run(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str
         return 0, doc, _render_topic(doc)
     if args.what == "bookies" and args.action == "decommission":
         return await _decommission(meta, args.id, args.wait)
-    if args.what == "bookies":
-        docs = await inspect.list_bookies(meta)
-        return 0, docs, _render_bookies(docs)
-    if args.what == "ledgers":
-        docs = await recovery.under_replicated(meta)
-        return 0, docs, _render_under_replicated(docs)
-    if args.what == "recovery":
-        doc = await recovery.status(meta)
-        return 0, doc, _render_recovery(doc)
-    if args.what == "gateways":
-        docs = await inspect.list_gateways(meta)
-        return 0, docs, _render_gateways(docs)
+    if args.what in _VIEWS:
+        read, render = _VIEWS[args.what]
+        docs = await read(meta)
+        return 0, docs, render(docs)
     raise AssertionError(args)
+
+
+# The views that are one read of the metadata store and its table: what -> (read, render).
+_VIEWS: dict[str, tuple[Callable[[MetaStore], Awaitable[Any]], Callable[[Any], str]]] = {
+    "bookies": (inspect.list_bookies, _render_bookies),
+    "ledgers": (recovery.under_replicated, _render_under_replicated),
+    "recovery": (recovery.status, _render_recovery),
+    "gateways": (inspect.list_gateways, _render_gateways),
+}
 
 
 async def _main(args: argparse.Namespace, url: str) -> int:

@@ -299,15 +299,17 @@ class RecordBatch:
         )
 
 
-def _framing_error(buf: Buffer, off: int, avail: int) -> NoReturn:
-    """Raise the error Kafka gives for a batch whose sizes or magic are wrong, in Kafka's order
-    (size first, then magic, then the v2 minimum)."""
+def _framing_error(buf: Buffer, off: int, avail: int, *, size_first: bool = True) -> NoReturn:
+    """Raise the error for a batch whose framing (sizes or magic) is wrong, `avail` bytes being
+    present from `off`. With `size_first`, Kafka's order for produce input (size, then magic,
+    then the v2 minimum); without, iter_batches' (a v0/v1 batch is named as such even when it
+    is also truncated)."""
     if avail < OFF_MAGIC + 1:
         raise InvalidBatch("truncated batch header", offset=off)
     length, _, magic = _LEN_EPOCH_MAGIC.unpack_from(buf, off + OFF_LENGTH)
     if length < MIN_LEGACY_LENGTH:
         raise InvalidBatch(f"batch length {length} is below the minimum", offset=off)
-    if length + LOG_OVERHEAD > avail:
+    if size_first and length + LOG_OVERHEAD > avail:
         raise InvalidBatch(f"batch declares {length + LOG_OVERHEAD} bytes, {avail} present", offset=off)
     if magic != 2:
         raise InvalidBatch(
@@ -315,7 +317,9 @@ def _framing_error(buf: Buffer, off: int, avail: int) -> NoReturn:
             ErrorCode.INVALID_RECORD,
             offset=off,
         )
-    raise InvalidBatch(f"batch length {length} is below the v2 minimum", offset=off)
+    if length < MIN_BATCH_LENGTH:
+        raise InvalidBatch(f"batch length {length} is below the v2 minimum", offset=off)
+    raise InvalidBatch(f"batch declares {length + LOG_OVERHEAD} bytes, {avail} present", offset=off)
 
 
 def iter_batches(buf: Buffer, offset: int = 0, end: int | None = None) -> Iterator[RecordBatch]:
@@ -326,21 +330,11 @@ def iter_batches(buf: Buffer, offset: int = 0, end: int | None = None) -> Iterat
     pos = offset
     while pos < stop:
         if stop - pos < OFF_MAGIC + 1:
-            raise InvalidBatch("truncated batch header", offset=pos)
+            _framing_error(buf, pos, stop - pos, size_first=False)
         length, _, magic = _LEN_EPOCH_MAGIC.unpack_from(buf, pos + OFF_LENGTH)
-        if length < MIN_LEGACY_LENGTH:
-            raise InvalidBatch(f"batch length {length} is below the minimum", offset=pos)
-        if magic != 2:
-            raise InvalidBatch(
-                f"record batch has magic {magic}: only magic version 2 is accepted",
-                ErrorCode.INVALID_RECORD,
-                offset=pos,
-            )
-        if length < MIN_BATCH_LENGTH:
-            raise InvalidBatch(f"batch length {length} is below the v2 minimum", offset=pos)
         nxt = pos + LOG_OVERHEAD + length
-        if nxt > stop:
-            raise InvalidBatch(f"batch declares {nxt - pos} bytes, {stop - pos} present", offset=pos)
+        if magic != 2 or length < MIN_BATCH_LENGTH or nxt > stop:
+            _framing_error(buf, pos, stop - pos, size_first=False)
         yield RecordBatch(buf, pos)
         pos = nxt
 

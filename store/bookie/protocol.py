@@ -26,6 +26,7 @@ from enum import IntEnum
 
 HEADER = struct.Struct(">iBBQ")  # frame_len, op, flags|status, request_id
 HEADER_SIZE = HEADER.size  # 14
+FRAME_HEAD = struct.Struct(">BBQ")  # the header after frame_len: op, flags|status, request_id
 FRAME_OVERHEAD = HEADER_SIZE - 4  # bytes counted by frame_len besides the body
 DEFAULT_MAX_FRAME = 16 << 20
 
@@ -74,9 +75,10 @@ def encode_range(entries: Sequence[bytes | memoryview]) -> list[bytes | memoryvi
     return out
 
 
-def decode_range(body: bytes | memoryview) -> list[bytes]:
+def decode_range(body: bytes | bytearray | memoryview) -> list[memoryview]:
+    """The entries of a READ_RANGE response, as views of it (no copy)."""
     mv = memoryview(body)
-    out: list[bytes] = []
+    out: list[memoryview] = []
     pos = 0
     end = len(mv)
     while pos < end:
@@ -86,6 +88,6 @@ def decode_range(body: bytes | memoryview) -> list[bytes]:
         pos += 4
         if pos + n > end:
             raise ValueError("truncated entry in READ_RANGE response")
-        out.append(bytes(mv[pos : pos + n]))
+        out.append(mv[pos : pos + n])
         pos += n
     return out

@@ -1,6 +1,6 @@
 """The bookie's TCP server (the `quire bookie` process main is quire/bookie.py).
 
-One asyncio BufferedProtocol per connection: the socket reads into a reusable buffer and
+One store.framing.FramedProtocol per connection: the socket reads into a reusable buffer and
 small frames are copied out of it once; the rest of a large frame is read straight into a
 buffer of its own, which its entry then is (no copy at all). Each request is answered
 independently (responses may go out of order, matched by request id) and responses are
@@ -21,28 +21,21 @@ from typing import cast
 from store.bookie import protocol as p
 from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.errors import BadRequestError, BookieError, Status
+from store.framing import FramedProtocol
 
 log = logging.getLogger(__name__)
 
 _MAX_INFLIGHT = 4096  # per connection: pause reading beyond this many unanswered requests
-_BIG = 16 << 10  # a frame this big that spans reads is assembled in its own buffer: no more copies
-_RBUF = 256 << 10
 _ADD_OK = struct.Struct(">iBBQqq")  # a whole ADD response: header, ledger, entry
 _ADD_OK_LEN = _ADD_OK.size - 4
 
 
-class BookieConnection(asyncio.BufferedProtocol):
+class BookieConnection(FramedProtocol):
     def __init__(self, bookie: Bookie, max_frame: int, conns: set[BookieConnection]) -> None:
+        super().__init__(max_frame=max_frame, min_frame=p.FRAME_OVERHEAD)
         self.bookie = bookie
-        self.max_frame = max_frame
         self.conns = conns
         self.transport: asyncio.Transport | None = None
-        self._rbuf = bytearray(_RBUF)  # reads land here; unparsed bytes in [_start, _end)
-        self._rview = memoryview(self._rbuf)
-        self._start = 0
-        self._end = 0
-        self._big: bytearray | None = None  # a large frame being assembled...
-        self._big_have = 0  # ...and how many of its bytes arrived
         self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._inflight = 0
@@ -87,74 +80,28 @@ class BookieConnection(asyncio.BufferedProtocol):
             else:
                 self.transport.resume_reading()
 
-    # -- reading: straight into our buffers (no bytes object per read) --
+    # -- reading (store.framing.FramedProtocol): straight into our buffers --
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:  # the rest of a large frame goes straight to its own buffer
-            return memoryview(self._big)[self._big_have :]
-        if self._end == len(self._rbuf):  # full: move the incomplete frame to the front
-            n = self._end - self._start
-            self._rbuf[:n] = self._rbuf[self._start : self._end]
-            self._start, self._end = 0, n
-        return self._rview[self._end :]
+    def framing_stopped(self) -> bool:
+        return self._closing
 
-    def buffer_updated(self, nbytes: int) -> None:
-        if self._closing:
-            return
-        big = self._big
-        if big is not None:
-            self._big_have += nbytes
-            if self._big_have == len(big):
-                self._big = None
-                self._frame(big)
-            return
-        self._end += nbytes
-        self._parse()
+    def bad_frame_size(self, size: int, rest: memoryview) -> None:
+        op, rid = 0, 0
+        if len(rest) >= p.FRAME_OVERHEAD:
+            op, _, rid = p.FRAME_HEAD.unpack_from(rest, 0)
+        self._fatal(op, rid, f"bad frame length {size} (allowed {p.FRAME_OVERHEAD}..{self.max_frame})")
 
-    def _parse(self) -> None:
-        """Dispatch every whole frame in the read buffer; an incomplete large one moves to
-        its own buffer, which the following reads fill directly."""
-        mv = self._rview
-        pos, end = self._start, self._end
-        while end - pos >= 4:
-            (flen,) = struct.unpack_from(">i", mv, pos)
-            if flen < p.FRAME_OVERHEAD or flen > self.max_frame:
-                op, rid = 0, 0
-                if end - pos >= p.HEADER_SIZE:
-                    _, op, _, rid = p.HEADER.unpack_from(mv, pos)
-                self._fatal(op, rid, f"bad frame length {flen} (allowed {p.FRAME_OVERHEAD}..{self.max_frame})")
-                return
-            if end - pos < 4 + flen:
-                if flen >= _BIG:
-                    big = self._big = bytearray(4 + flen)
-                    big[: end - pos] = mv[pos:end]
-                    self._big_have = end - pos
-                    pos = end
-                break
-            _, op, flags, rid = p.HEADER.unpack_from(mv, pos)
-            body = pos + p.HEADER_SIZE
-            pos += 4 + flen
-            if op == p.Op.ADD and flen >= p.FRAME_OVERHEAD + 8:
-                # The one copy: out of the read buffer, as the bytes every layer keeps.
-                (lid,) = p.LEDGER.unpack_from(mv, body)
-                self._dispatch_add(flags, rid, lid, bytes(mv[body + 8 : pos]))
-            else:
-                self._dispatch(op, flags, rid, bytes(mv[body:pos]))
-            if self._closing:
-                return
-        if pos == end:
-            self._start = self._end = 0
+    def frame_received(self, frame: bytearray | memoryview, owned: bool) -> None:
+        op, flags, rid = p.FRAME_HEAD.unpack_from(frame, 0)
+        body = p.FRAME_OVERHEAD
+        if op == p.Op.ADD and len(frame) >= body + 8:
+            (lid,) = p.LEDGER.unpack_from(frame, body)
+            # An owned frame's entry is a view of it; otherwise the one copy, out of the read
+            # buffer, as the bytes every layer keeps.
+            entry = memoryview(frame)[body + 8 :]
+            self._dispatch_add(flags, rid, lid, entry if owned else bytes(entry))
         else:
-            self._start = pos
-
-    def _frame(self, frame: bytes | bytearray) -> None:
-        """One whole frame, owned by this call: the entry of an ADD is a view of it."""
-        flen, op, flags, rid = p.HEADER.unpack_from(frame, 0)
-        if op == p.Op.ADD and flen >= p.FRAME_OVERHEAD + 8:
-            (lid,) = p.LEDGER.unpack_from(frame, p.HEADER_SIZE)
-            self._dispatch_add(flags, rid, lid, memoryview(frame)[p.HEADER_SIZE + 8 :])
-        else:
-            self._dispatch(op, flags, rid, bytes(frame[p.HEADER_SIZE :]))
+            self._dispatch(op, flags, rid, bytes(frame[body:]))
 
     # -- responses --
 

@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from store.bookie.entry import EntryDigestError, unpack_entry
 from store.bookie.errors import BookieError, NoEntryError, NoLedgerError
+from store.framing import Buffer
 from store.ledger.body import unwrap
 from store.ledger.env import LedgerEnv
 from store.ledger.errors import LedgerReadError
@@ -59,16 +60,19 @@ async def first_success(
     raise LedgerReadError(f"{what}: every replica failed: {'; '.join(repr(e) for e in errors)}")
 
 
-def _check(ledger_id: int, entry_id: int, packed: bytes) -> tuple[int, memoryview]:
+def _check(ledger_id: int, entry_id: int, packed: Buffer) -> tuple[int, memoryview]:
     _, _, _, body = unpack_entry(packed, ledger_id, entry_id)
     return unwrap(body)
 
 
 async def read_entries(
-    env: LedgerEnv, md: LedgerMetadata, first: int, last: int
+    env: LedgerEnv, md: LedgerMetadata, first: int, last: int, max_bytes: int | None = None
 ) -> list[tuple[int, memoryview]]:
-    """Entries first..last as (cumulative length, payload), verified. The caller checks LAC."""
+    """Entries first..last as (cumulative length, payload), verified. The caller checks LAC.
+    With max_bytes, it may stop early once that many payload bytes are read (at least one
+    entry): payloads are views of the bookies' responses, so a bound keeps memory bounded."""
     out: list[tuple[int, memoryview]] = []
+    budget = [max_bytes if max_bytes is not None else 1 << 62]
     for index, (start, ensemble) in enumerate(md.ensembles):
         end = md.fragment_end(index)
         lo = max(first, start)
@@ -76,26 +80,30 @@ async def read_entries(
         if lo > hi:
             continue
         if md.write_quorum == md.ensemble_size:
-            out.extend(await _read_fragment_range(env, md, ensemble, lo, hi))
+            out.extend(await _read_fragment_range(env, md, ensemble, lo, hi, budget))
         else:
-            out.extend(await _read_fragment_striped(env, md, ensemble, lo, hi))
+            out.extend(await _read_fragment_striped(env, md, ensemble, lo, hi, budget))
+        if budget[0] <= 0:
+            break
     return out
 
 
 async def _read_fragment_range(
-    env: LedgerEnv, md: LedgerMetadata, ensemble: list[str], first: int, last: int
+    env: LedgerEnv, md: LedgerMetadata, ensemble: list[str], first: int, last: int, budget: list[int]
 ) -> list[tuple[int, memoryview]]:
-    """Every bookie holds every entry (WQ == E): read whole ranges from one replica at a time."""
+    """Every bookie holds every entry (WQ == E): read whole ranges from one replica at a time,
+    until `last` or until budget[0] (bytes left, decremented here) is spent."""
     lid = md.ledger_id
     out: list[tuple[int, memoryview]] = []
     nxt = first
-    while nxt <= last:
+    while nxt <= last and budget[0] > 0:
+        want = max(1, min(_RANGE_BYTES, budget[0]))
         # Rotate the starting replica so concurrent readers spread their load.
         order = [ensemble[(nxt + i) % len(ensemble)] for i in range(len(ensemble))]
 
-        def call(addr: str, lo: int = nxt) -> Callable[[], Awaitable[list[tuple[int, memoryview]]]]:
+        def call(addr: str, lo: int = nxt, want: int = want) -> Callable[[], Awaitable[list[tuple[int, memoryview]]]]:
             async def go() -> list[tuple[int, memoryview]]:
-                got = await env.bookies.get(addr).read_range(lid, lo, last, _RANGE_BYTES)
+                got = await env.bookies.get(addr).read_range(lid, lo, last, want)
                 if not got:
                     raise NoEntryError(f"{addr} returned no entries from {lo}")
                 return [_check(lid, lo + i, packed) for i, packed in enumerate(got[: last - lo + 1])]
@@ -110,6 +118,7 @@ async def _read_fragment_range(
         )
         out.extend(batch)
         nxt += len(batch)
+        budget[0] -= sum(len(b) for _, b in batch)
     return out
 
 
@@ -134,12 +143,16 @@ async def read_one(
 
 
 async def _read_fragment_striped(
-    env: LedgerEnv, md: LedgerMetadata, ensemble: list[str], first: int, last: int
+    env: LedgerEnv, md: LedgerMetadata, ensemble: list[str], first: int, last: int, budget: list[int]
 ) -> list[tuple[int, memoryview]]:
     out: list[tuple[int, memoryview]] = []
     for lo in range(first, last + 1, _PARALLEL_READS):
+        if budget[0] <= 0:
+            break
         hi = min(last, lo + _PARALLEL_READS - 1)
-        out.extend(await asyncio.gather(*(read_one(env, md, ensemble, e) for e in range(lo, hi + 1))))
+        got = await asyncio.gather(*(read_one(env, md, ensemble, e) for e in range(lo, hi + 1)))
+        out.extend(got)
+        budget[0] -= sum(len(b) for _, b in got)
     return out
 
 

@@ -26,9 +26,11 @@ class LedgerReader:
     def is_closed(self) -> bool:
         return self.metadata.is_closed
 
-    async def read(self, first: int, last: int) -> list[bytes]:
-        """Payloads of entries first..last. ReadBeyondLacError past the LAC (those entries
-        may never have been acknowledged, and recovery may drop them)."""
+    async def read(self, first: int, last: int, max_bytes: int | None = None) -> list[memoryview]:
+        """Payloads of entries first..last (views of the bookies' responses, no copy); with
+        max_bytes, possibly fewer, about that many bytes (at least one entry).
+        ReadBeyondLacError past the LAC (those entries may never have been acknowledged,
+        and recovery may drop them)."""
         if first < 0 or last < first:
             raise ValueError(f"bad entry range {first}..{last}")
         if last > self.last_add_confirmed:
@@ -38,7 +40,7 @@ class LedgerReader:
                 raise ReadBeyondLacError(
                     f"ledger {self.ledger_id}: entry {last} is past the last add confirmed {self.last_add_confirmed}"
                 )
-        return [bytes(p) for _, p in await read_entries(self._env, self.metadata, first, last)]
+        return [p for _, p in await read_entries(self._env, self.metadata, first, last, max_bytes)]
 
     async def read_unconfirmed(self, first: int, max_entries: int) -> list[bytes]:
         """Payloads of entries from `first` on, past the LAC, that some bookie of their write

@@ -173,7 +173,7 @@ async def _recovery_read(env: LedgerEnv, md: LedgerMetadata, entry_id: int) -> b
         except (NoEntryError, NoLedgerError):
             return None
         unpack_entry(packed, lid, entry_id)
-        return packed
+        return bytes(packed)
 
     pending = {asyncio.ensure_future(one(a)) for a in targets}
     absent = 0

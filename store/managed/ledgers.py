@@ -4,6 +4,7 @@ so this package type-checks against any implementation (the real client or a tes
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 
@@ -33,7 +34,9 @@ class ReaderLike(Protocol):
     @property
     def metadata(self) -> Any: ...
 
-    async def read(self, first: int, last: int) -> list[bytes]: ...
+    async def read(self, first: int, last: int, max_bytes: int | None = None) -> Sequence[bytes | memoryview]:
+        """Entries first..last; with max_bytes, possibly fewer (about that many bytes)."""
+        ...
 
     async def read_lac(self) -> int: ...
 

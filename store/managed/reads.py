@@ -5,13 +5,19 @@ Memory: with an entry cache (an owned log), what is read beyond the caller's req
 that cache, within its byte budget, and read-ahead in flight is reserved against the same
 budget; so a process with hundreds of catch-up readers holds --cache-mb of read data, not a
 few chunks per log (which once held 16 MiB per partition, gigabytes over 500 partitions).
-Without one (a read-only reader), at most one chunk of leftovers is kept per reader."""
+Without one (a read-only reader), at most one chunk of leftovers is kept per reader.
+
+Entries are views of the bookies' responses (no copy), and reads are bounded in bytes as well as
+entries (an open ledger's average entry size is not known yet: a 4096-entry chunk of 1 MiB
+batches was once read in one go). The entry returned last is kept too: a Kafka fetch that stops
+inside a batch asks for it again, and it is not read from bookies twice."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from store.managed.cache import EntryCache
@@ -21,6 +27,8 @@ READ_CHUNK_BYTES = 8 << 20
 MAX_CHUNK_ENTRIES = 4096
 _MAX_HANDLES = 64
 _MAX_AHEAD = 2
+
+_Entries = Sequence[bytes | memoryview]
 
 
 class BookieReads:
@@ -40,7 +48,8 @@ class BookieReads:
         self._opening: dict[int, asyncio.Future[Any]] = {}
         # (ledger, first entry) -> entries from there: read-ahead in flight, or (without a
         # cache) leftovers of the last read.
-        self._ahead: OrderedDict[tuple[int, int], asyncio.Future[list[bytes]]] = OrderedDict()
+        self._ahead: OrderedDict[tuple[int, int], asyncio.Future[_Entries]] = OrderedDict()
+        self._last: tuple[int, int, bytes | memoryview] | None = None  # (ledger, entry, data) returned last
 
     async def handle(self, ledger_id: int) -> Any:
         h = self._handles.get(ledger_id)
@@ -70,14 +79,14 @@ class BookieReads:
     def _chunk_entries(self, avg_entry_size: int) -> int:
         return max(1, min(MAX_CHUNK_ENTRIES, self._chunk_bytes // max(avg_entry_size, 1)))
 
-    async def _fetch(self, ledger_id: int, first: int, last: int, is_open: bool) -> list[bytes]:
+    async def _fetch(self, ledger_id: int, first: int, last: int, is_open: bool) -> _Entries:
         h = await self.handle(ledger_id)
         if is_open and h.last_add_confirmed < last:
             lac = await h.read_lac()
             last = min(last, lac)
             if last < first:
                 return []
-        data: list[bytes] = await h.read(first, last)
+        data: _Entries = await h.read(first, last, self._chunk_bytes)
         return data
 
     def _prefetch(self, ledger_id: int, first: int, last: int, is_open: bool, estimate: int) -> None:
@@ -95,7 +104,7 @@ class BookieReads:
             _, old = self._ahead.popitem(last=False)
             old.cancel()
 
-    def _landed(self, key: tuple[int, int], task: asyncio.Future[list[bytes]], estimate: int) -> None:
+    def _landed(self, key: tuple[int, int], task: asyncio.Future[_Entries], estimate: int) -> None:
         """A read-ahead finished: release its reservation and, unless a reader took it over
         already, move its entries into the cache (bounded) instead of keeping them here."""
         cache = self._cache
@@ -107,13 +116,13 @@ class BookieReads:
         if not task.cancelled() and task.exception() is None:
             self._keep(key[0], key[1], task.result())
 
-    def _keep(self, ledger_id: int, first: int, entries: list[bytes]) -> None:
+    def _keep(self, ledger_id: int, first: int, entries: _Entries) -> None:
         if self._cache is not None:
             for i, d in enumerate(entries):
                 self._cache.insert(self._token, ledger_id, first + i, d)
             return
         if entries:
-            rest: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
+            rest: asyncio.Future[_Entries] = asyncio.get_running_loop().create_future()
             rest.set_result(entries)
             self._ahead[(ledger_id, first)] = rest
             while len(self._ahead) > _MAX_AHEAD:
@@ -134,7 +143,10 @@ class BookieReads:
         """Entries first..(at most)want_last of a ledger whose last readable entry is
         ledger_last, stopping once max_bytes is reached (at least one entry)."""
         chunk = self._chunk_entries(avg_entry_size)
-        data: list[bytes] | None = None
+        last = self._last
+        if last is not None and last[0] == ledger_id and last[1] == first:
+            return [last[2]]  # asked again for the entry returned last; the rest follows as usual
+        data: _Entries | None = None
         fut = self._ahead.pop((ledger_id, first), None)
         if fut is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -154,6 +166,7 @@ class BookieReads:
             take += 1
             total += len(d)
         nxt = first + take
+        self._last = (ledger_id, nxt - 1, data[take - 1]) if take else None
         if take < len(data):
             self._keep(ledger_id, nxt, data[take:])
             nxt_fetch = first + len(data)
@@ -171,11 +184,14 @@ class BookieReads:
             asyncio.get_running_loop().create_task(h.close())
         for key in [k for k in self._ahead if k[0] == ledger_id]:
             self._ahead.pop(key).cancel()
+        if self._last is not None and self._last[0] == ledger_id:
+            self._last = None
 
     async def close(self) -> None:
         for fut in self._ahead.values():
             fut.cancel()
         self._ahead.clear()
+        self._last = None
         handles, self._handles = list(self._handles.values()), OrderedDict()
         for h in handles:
             with contextlib.suppress(Exception):

@@ -208,7 +208,7 @@ async def _read_valid(env: LedgerEnv, sources: list[str], lid: int, eid: int) ->
         try:
             packed = await asyncio.wait_for(env.bookies.get(addr).read(lid, eid), env.read_timeout)
             unpack_entry(packed, lid, eid)  # verifies the digest: never spread a corrupt copy
-            return packed
+            return bytes(packed)
         except _READ_ERRORS as e:
             errors.append(e)
     raise ReplicationError(

@@ -84,14 +84,21 @@ class FakeReader:
     def is_closed(self) -> bool:
         return self.metadata.state == "closed"
 
-    async def read(self, first: int, last: int) -> list[bytes]:
+    async def read(self, first: int, last: int, max_bytes: int | None = None) -> list[bytes]:
         if last > self.last_add_confirmed:
             await self.read_lac()
             if last > self.last_add_confirmed:
                 raise ReadBeyondLacError(f"{last} > {self.last_add_confirmed}")
         self._led_check()
         await asyncio.sleep(0)
-        return self._led.entries[first : last + 1]
+        out = self._led.entries[first : last + 1]
+        if max_bytes is not None:  # as the real reader: stop once max_bytes is reached
+            total = 0
+            for i, e in enumerate(out):
+                total += len(e)
+                if total >= max_bytes:
+                    return out[: i + 1]
+        return out
 
     def _led_check(self) -> None:
         if self._led.meta.state == "deleted":

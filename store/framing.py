@@ -1,0 +1,106 @@
+"""Length-prefixed framing over asyncio: [length:int32 big-endian][frame of `length` bytes].
+
+The one reader of such streams, used by the bookie protocol (server and client) and by the
+gateway's Kafka connections. It lives in store/, the bottom layer, because everything that
+frames a socket is at or above it: the gateway may import store, store may import nothing
+above it, and kafka_wire does no I/O.
+
+Reads land in a reusable receive buffer; a frame that arrived whole in it is handed over as
+a view of that buffer, valid only during the callback (copy what you keep). A frame of at
+least `own_buffer_from` bytes that spans reads is received straight into a bytearray of its
+own, handed over with owned=True: the receiver may keep it, views of it included, with no copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+Buffer = bytes | bytearray | memoryview
+
+_LEN = struct.Struct(">i")
+RECV_BUF = 256 << 10
+OWN_BUFFER_FROM = 16 << 10
+
+
+class FramedProtocol(asyncio.BufferedProtocol):
+    """Subclasses implement frame_received and bad_frame_size; they stop the parsing of
+    further frames (e.g. while closing) by making framing_stopped() true."""
+
+    def __init__(
+        self, *, max_frame: int, min_frame: int = 0, recv_buf: int = RECV_BUF, own_buffer_from: int = OWN_BUFFER_FROM
+    ) -> None:
+        self.max_frame = max_frame
+        self.min_frame = min_frame
+        self._rbuf = bytearray(recv_buf)
+        self._rview = memoryview(self._rbuf)
+        self._rpos = 0  # first unparsed byte
+        self._rend = 0  # end of received data
+        self._own_from = min(own_buffer_from, recv_buf - 4)
+        self._big: bytearray | None = None  # a frame with a buffer of its own, being filled
+        self._big_filled = 0
+
+    # -- hooks --
+
+    def frame_received(self, frame: bytearray | memoryview, owned: bool) -> None:
+        raise NotImplementedError
+
+    def bad_frame_size(self, size: int, rest: memoryview) -> None:
+        """A length outside [min_frame, max_frame]; `rest` is what follows it in the buffer.
+        Nothing more is parsed from this connection."""
+        raise NotImplementedError
+
+    def framing_stopped(self) -> bool:
+        return False
+
+    # -- asyncio.BufferedProtocol --
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        if self._rend == len(self._rbuf):
+            # Full: move the incomplete frame to the front (it is small: big ones have their own).
+            n = self._rend - self._rpos
+            self._rbuf[:n] = self._rview[self._rpos : self._rend]
+            self._rpos, self._rend = 0, n
+        return self._rview[self._rend :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.framing_stopped():
+            return
+        big = self._big
+        if big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(big):
+                self._big = None
+                self.frame_received(big, True)
+            return
+        self._rend += nbytes
+        self._parse()
+
+    def _parse(self) -> None:
+        mv = self._rview
+        pos, end = self._rpos, self._rend
+        while end - pos >= 4 and not self.framing_stopped():
+            (size,) = _LEN.unpack_from(mv, pos)
+            if size < self.min_frame or size > self.max_frame:
+                self._rpos = self._rend = 0
+                self.bad_frame_size(size, mv[pos + 4 : end])
+                return
+            start = pos + 4
+            if end - start >= size:
+                pos = start + size
+                self._rpos = pos  # the callback may close and reset
+                self.frame_received(mv[start:pos], False)
+                continue
+            if size >= self._own_from:
+                big = self._big = bytearray(size)
+                have = end - start
+                big[:have] = mv[start:end]
+                self._big_filled = have
+                pos = end
+            break
+        if pos == end:
+            self._rpos = self._rend = 0
+        else:
+            self._rpos = pos

@@ -83,7 +83,7 @@ class Bookie:
 
     def _apply(self, rtype: int, payload: memoryview) -> None:
         # Runs in a thread during start-up, before anything else touches storage.
-        if rtype == jr.REC_ADD:
+        if rtype in (jr.REC_ADD, jr.REC_ENTRY):
             lid, eid, lac = peek_ids(payload)
             self.storage.put_replayed(lid, eid, lac, bytes(payload))
         elif rtype == jr.REC_FENCE:
@@ -133,7 +133,9 @@ class Bookie:
         if self.journal.failed is not None:
             raise BookieError(f"journal failed: {self.journal.failed}", Status.IO_ERROR)
         self.storage.put(lid, eid, lac, entry)
-        self.journal.append_cb(jr.REC_ADD, entry, cb)
+        # Verified just above; journaled as REC_ENTRY, whose record CRC leaves the payload to
+        # the entry's own digest (no second pass over its bytes here).
+        self.journal.append_cb(jr.REC_ENTRY, entry, cb)
         return True
 
     async def add(self, ledger_id: int, entry: Entry, recovery: bool = False) -> None:

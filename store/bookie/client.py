@@ -24,7 +24,7 @@ from store.metrics import BookieLatency
 _MAX_RESPONSE = 1 << 30
 
 
-def _check_size(parts: list[bytes | memoryview]) -> None:
+def _check_size(parts: list[Buffer]) -> None:
     # The bookie would reject it and drop the connection, failing every other request on it.
     n = sum(len(x) for x in parts) - 4
     if n > p.DEFAULT_MAX_FRAME:
@@ -44,7 +44,7 @@ class _Conn(FramedProtocol):
         self.timed: dict[int, tuple[asyncio.Future[Buffer], asyncio.TimerHandle]] = {}
         self.closed = False
         self._sweeper: asyncio.TimerHandle | None = None
-        self._out: list[bytes | memoryview] = []
+        self._out: list[Buffer] = []
         self._flush_scheduled = False
         self._drained: asyncio.Future[None] | None = None
         self.latency = BookieLatency(address, request_timeout)
@@ -116,7 +116,7 @@ class _Conn(FramedProtocol):
             self.transport.abort()
         self.connection_lost(OSError(why))
 
-    def submit(self, rid: int, parts: list[bytes | memoryview], limit_s: float | None) -> asyncio.Future[Buffer]:
+    def submit(self, rid: int, parts: list[Buffer], limit_s: float | None) -> asyncio.Future[Buffer]:
         fut: asyncio.Future[Buffer] = self.loop.create_future()
         if limit_s is None:
             self.pending[rid] = (fut, self.loop.time() + self.request_timeout)
@@ -198,7 +198,7 @@ class BookieClient:
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.closed
 
-    async def _call(self, op: int, flags: int, body: list[bytes | memoryview], limit_s: float | None = None) -> Buffer:
+    async def _call(self, op: int, flags: int, body: list[Buffer], limit_s: float | None = None) -> Buffer:
         conn = self._conn
         if conn is None or conn.closed:
             if self._closed:
@@ -215,23 +215,26 @@ class BookieClient:
         _check_size(parts)
         return await conn.submit(rid, parts, limit_s)
 
-    def add_nowait(self, ledger_id: int, entry: bytes, *, recovery: bool = False) -> asyncio.Future[Buffer]:
+    def add_nowait(self, ledger_id: int, entry: Buffer | list[Buffer], *, recovery: bool = False) -> asyncio.Future[Buffer]:
         """Fast path of add() for pipelining writers: no coroutine or task per entry. The
         future resolves once the add is durable, or fails like add(). If not connected (or
-        the send buffer is full), it falls back to a task running add()."""
+        the send buffer is full), it falls back to a task running add(). `entry` may come in
+        pieces (store.bookie.entry.pack_entry_parts): they go out in one writelines, uncopied."""
         conn = self._conn
         flags = p.FLAG_RECOVERY if recovery else 0
+        pieces = entry if isinstance(entry, list) else [entry]
         if conn is None or conn.closed or (conn._drained is not None and not conn._drained.done()):
-            return asyncio.ensure_future(self._call(p.Op.ADD, flags, [p.LEDGER.pack(ledger_id), entry]))
+            return asyncio.ensure_future(self._call(p.Op.ADD, flags, [p.LEDGER.pack(ledger_id), *pieces]))
         rid = next(self._ids)
-        parts = p.encode(p.Op.ADD, flags, rid, p.LEDGER.pack(ledger_id), entry)
+        parts = p.encode(p.Op.ADD, flags, rid, p.LEDGER.pack(ledger_id), *pieces)
         _check_size(parts)
         return conn.submit(rid, parts, None)
 
-    async def add(self, ledger_id: int, entry: bytes, *, recovery: bool = False) -> None:
-        """Add a packed entry; returns once the bookie has it durably journaled."""
+    async def add(self, ledger_id: int, entry: Buffer | list[Buffer], *, recovery: bool = False) -> None:
+        """Add a packed entry (whole or in pieces); returns once the bookie has it durably journaled."""
         flags = p.FLAG_RECOVERY if recovery else 0
-        await self._call(p.Op.ADD, flags, [p.LEDGER.pack(ledger_id), entry])
+        pieces = entry if isinstance(entry, list) else [entry]
+        await self._call(p.Op.ADD, flags, [p.LEDGER.pack(ledger_id), *pieces])
 
     async def read(self, ledger_id: int, entry_id: int, *, fence: bool = False) -> Buffer:
         """One packed entry (entry_id -1: the last one the bookie has)."""

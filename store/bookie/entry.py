@@ -5,6 +5,18 @@
 The CRC32C covers the 24 header bytes before it and the payload. The writing client computes
 it; the bookie verifies it on add; the reading client verifies it on read (and that the ids
 are the ones it asked for).
+
+What each CRC32C pass on the produce path protects (a pass that protects nothing another one
+does not is not made):
+- the Kafka batch CRC, checked by the gateway: the batch from the producer to the gateway
+  (a corrupt batch is refused with CORRUPT_MESSAGE, as Kafka does);
+- this digest, computed by the ledger writer: ids, LAC and payload from the gateway's memory
+  to the bookie's disk and back to every reader, across every copy in between;
+- the bookie's check on add: the entry between the writer and the bookie, before it is
+  acknowledged (an entry corrupted on the way is refused, and the writer resends it);
+- the reader's check: the entry from the bookie's disk (and the network) back to the reader.
+The journal does not checksum an entry again: its record checksum covers the record framing
+and the entry's header (with this digest), and replay verifies this digest (see journal.py).
 """
 
 from __future__ import annotations
@@ -13,22 +25,33 @@ import struct
 
 import crc32c
 
+from store.framing import Buffer
+
 HEADER = struct.Struct(">qqqI")
 HEADER_SIZE = HEADER.size  # 28
 _IDS = struct.Struct(">qqq")
+_CRC = struct.Struct(">I")
 
 
 class EntryDigestError(ValueError):
     """An entry whose checksum or ids do not match."""
 
 
+def pack_entry_parts(
+    ledger_id: int, entry_id: int, lac: int, payload: bytes | memoryview, *, prefix: bytes = b""
+) -> list[Buffer]:
+    """The entry as [header + prefix, payload] for a writelines: `prefix` goes before
+    `payload` in the payload area, and the payload is not copied."""
+    ids = _IDS.pack(ledger_id, entry_id, lac)
+    crc = crc32c.crc32c(payload, crc32c.crc32c(prefix, crc32c.crc32c(ids)))
+    return [b"".join((ids, _CRC.pack(crc), prefix)), payload]
+
+
 def pack_entry(
     ledger_id: int, entry_id: int, lac: int, payload: bytes | memoryview, *, prefix: bytes = b""
 ) -> bytes:
-    """The entry bytes; `prefix` goes before `payload` in the payload area (one copy in all)."""
-    ids = _IDS.pack(ledger_id, entry_id, lac)
-    crc = crc32c.crc32c(payload, crc32c.crc32c(prefix, crc32c.crc32c(ids)))
-    return b"".join((ids, struct.pack(">I", crc), prefix, payload))
+    """The entry bytes, in one piece (pack_entry_parts without the copy is the hot path's)."""
+    return b"".join(pack_entry_parts(ledger_id, entry_id, lac, payload, prefix=prefix))
 
 
 def unpack_entry(

@@ -24,6 +24,8 @@ import struct
 from collections.abc import Sequence
 from enum import IntEnum
 
+from store.framing import Buffer
+
 HEADER = struct.Struct(">iBBQ")  # frame_len, op, flags|status, request_id
 HEADER_SIZE = HEADER.size  # 14
 FRAME_HEAD = struct.Struct(">BBQ")  # the header after frame_len: op, flags|status, request_id
@@ -58,7 +60,7 @@ def frame(op: int, flags_or_status: int, request_id: int, body_len: int) -> byte
     return HEADER.pack(FRAME_OVERHEAD + body_len, op, flags_or_status, request_id)
 
 
-def encode(op: int, flags_or_status: int, request_id: int, *body: bytes | memoryview) -> list[bytes | memoryview]:
+def encode(op: int, flags_or_status: int, request_id: int, *body: Buffer) -> list[Buffer]:
     """A whole frame as a list of buffers for transport.writelines (no payload copy)."""
     n = 0
     for b in body:

@@ -21,7 +21,7 @@ from typing import cast
 from store.bookie import protocol as p
 from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.errors import BadRequestError, BookieError, Status
-from store.framing import FramedProtocol
+from store.framing import Buffer, FramedProtocol
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class BookieConnection(FramedProtocol):
         self.bookie = bookie
         self.conns = conns
         self.transport: asyncio.Transport | None = None
-        self._out: list[bytes | memoryview] = []
+        self._out: list[Buffer] = []
         self._flush_scheduled = False
         self._inflight = 0
         self._reading_paused = False
@@ -105,7 +105,7 @@ class BookieConnection(FramedProtocol):
 
     # -- responses --
 
-    def _send(self, parts: list[bytes | memoryview]) -> None:
+    def _send(self, parts: list[Buffer]) -> None:
         self._out.extend(parts)
         if not self._flush_scheduled:
             self._flush_scheduled = True

@@ -17,10 +17,11 @@ import functools
 import logging
 from typing import Any
 
-from store.bookie.entry import HEADER_SIZE, pack_entry
+from store.bookie.entry import HEADER_SIZE, pack_entry_parts
 from store.bookie.errors import FencedError
 from store.bookie.protocol import DEFAULT_MAX_FRAME
 from store.clock import TimerHandle
+from store.framing import Buffer
 from store.ledger.body import BODY_OVERHEAD, length_prefix
 from store.ledger.env import BookieConn, LedgerEnv
 from store.ledger.errors import (
@@ -45,7 +46,7 @@ MAX_PAYLOAD = DEFAULT_MAX_FRAME - 64 - HEADER_SIZE - BODY_OVERHEAD
 class _Add:
     __slots__ = ("acked", "count", "entry_id", "future", "packed", "size")
 
-    def __init__(self, entry_id: int, packed: bytes, size: int, future: asyncio.Future[int]) -> None:
+    def __init__(self, entry_id: int, packed: list[Buffer], size: int, future: asyncio.Future[int]) -> None:
         self.entry_id = entry_id
         self.packed = packed
         self.size = size
@@ -96,7 +97,7 @@ class LedgerWriter:
 
     # -- adds -----------------------------------------------------------------------------
 
-    def append(self, payload: bytes) -> asyncio.Future[int]:
+    def append(self, payload: bytes | memoryview) -> asyncio.Future[int]:
         if self._error is not None:
             raise type(self._error)(str(self._error))
         if self._closing:
@@ -108,7 +109,8 @@ class LedgerWriter:
         self._next_entry_id = eid + 1
         self._sent_length += len(payload)
         lac = self.last_add_confirmed
-        packed = pack_entry(self.ledger_id, eid, lac, payload, prefix=length_prefix(self._sent_length))
+        # In pieces: the payload (often a view of the produce request) is never copied here.
+        packed = pack_entry_parts(self.ledger_id, eid, lac, payload, prefix=length_prefix(self._sent_length))
         self._told_lac = lac  # piggybacked (never decreases: LAC only grows)
         self._last_append = self._clock.monotonic()
         add = _Add(eid, packed, len(payload), loop.create_future())

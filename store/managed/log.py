@@ -106,7 +106,7 @@ class ManagedLog(LogReads):
         self._cur_last_ms = 0
         self._acked_since_tick = False  # the age timer stamps _cur_last_ms (1 s precision)
         self._rolling: asyncio.Task[None] | None = None
-        self._queued: deque[tuple[bytes, asyncio.Future[Position]]] = deque()
+        self._queued: deque[tuple[bytes | memoryview, asyncio.Future[Position]]] = deque()
         self._tail_waiters: list[asyncio.Future[None]] = []
         self._trim_task: asyncio.Task[Any] | None = None
         self._verify_task: asyncio.Task[None] | None = None
@@ -277,7 +277,7 @@ class ManagedLog(LogReads):
 
     # ---- appends and rollover -------------------------------------------------------------
 
-    def append(self, payload: bytes) -> asyncio.Future[Position]:
+    def append(self, payload: bytes | memoryview) -> asyncio.Future[Position]:
         """Schedule an append; the future resolves to its position once the ack quorum has it
         (and every earlier entry). Appends pipeline: call many times without awaiting."""
         out: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
@@ -290,7 +290,7 @@ class ManagedLog(LogReads):
         self._submit(payload, out)
         return out
 
-    def _submit(self, payload: bytes, out: asyncio.Future[Position]) -> None:
+    def _submit(self, payload: bytes | memoryview, out: asyncio.Future[Position]) -> None:
         w = self._writer
         assert w is not None
         try:
@@ -313,7 +313,7 @@ class ManagedLog(LogReads):
             self._start_roll()
 
     def _on_added(
-        self, lid: int, payload: bytes, out: asyncio.Future[Position], f: asyncio.Future[int]
+        self, lid: int, payload: bytes | memoryview, out: asyncio.Future[Position], f: asyncio.Future[int]
     ) -> None:
         try:
             eid = f.result()

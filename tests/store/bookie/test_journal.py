@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from store.bookie import journal as jr
+from store.bookie.entry import pack_entry
 
 _START = jr.JournalMark(0, 0)
 
@@ -89,6 +90,24 @@ async def test_torn_and_corrupt_tails_are_truncated(tmp_path: Path) -> None:
     await j2.close()
     recs = _collect(tmp_path)
     assert len(recs) == 9 and recs[-1] == (jr.REC_DELETE, struct.pack(">q", 1))
+
+
+async def test_entry_records_are_checked_by_the_entry_digest(tmp_path: Path) -> None:
+    """REC_ENTRY's record CRC covers only the entry header: a flipped payload byte is still
+    caught on replay, by the entry's own digest, and the record truncated away."""
+    j = jr.Journal(tmp_path)
+    j.open(after_file_id=-1)
+    entries = [pack_entry(7, i, i - 1, bytes([i]) * 300) for i in range(3)]
+    for e in entries:
+        await j.append(jr.REC_ENTRY, e)
+    await j.close()
+    assert [p for _, p in _collect(tmp_path)] == entries
+    (_, path), = jr.journal_files(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0x01  # inside the last entry's payload, past its header
+    path.write_bytes(bytes(data))
+    assert [p for _, p in _collect(tmp_path)] == entries[:2]
+    assert path.stat().st_size == len(data) - (jr.REC_SIZE + len(entries[2]))
 
 
 async def test_replay_starts_at_mark_and_rolled_files_are_deleted(tmp_path: Path) -> None:

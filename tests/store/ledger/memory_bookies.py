@@ -9,6 +9,7 @@ import json
 from store import layout
 from store.bookie.entry import peek_ids, unpack_entry
 from store.bookie.errors import BookieUnavailableError, FencedError, NoEntryError, NoLedgerError
+from store.framing import Buffer
 from store.meta.api import MetaStore
 
 
@@ -30,7 +31,9 @@ class MemoryBookie:
         if self.down:
             raise BookieUnavailableError(f"{self.address} is down")
 
-    async def add(self, ledger_id: int, entry: bytes, *, recovery: bool = False) -> None:
+    async def add(self, ledger_id: int, entry: Buffer | list[Buffer], *, recovery: bool = False) -> None:
+        if isinstance(entry, list):  # in pieces, as the writer sends it: one buffer on the wire
+            entry = b"".join(entry)
         await self._gate()
         if self.add_delay:
             await asyncio.sleep(self.add_delay)
@@ -42,7 +45,9 @@ class MemoryBookie:
         self.ledgers.setdefault(ledger_id, {})[eid] = bytes(entry)
         self.adds += 1
 
-    def add_nowait(self, ledger_id: int, entry: bytes, *, recovery: bool = False) -> asyncio.Future[None]:
+    def add_nowait(
+        self, ledger_id: int, entry: Buffer | list[Buffer], *, recovery: bool = False
+    ) -> asyncio.Future[None]:
         return asyncio.ensure_future(self.add(ledger_id, entry, recovery=recovery))
 
     async def read(self, ledger_id: int, entry_id: int, *, fence: bool = False) -> bytes:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kafka_wire.exceptions import DecodeError
+from kafka_wire.varint import read_uvarint32, write_uvarint
 
 Buffer = bytes | bytearray | memoryview
 
@@ -48,26 +49,17 @@ class ProduceRequestView(NamedTuple):
 _tnew = tuple.__new__  # builds the NamedTuple without a Python-level __new__ frame
 
 
-def _uvarint(b: memoryview, p: int) -> tuple[int, int]:
-    result = shift = 0
-    for _ in range(5):
-        x = b[p]
-        p += 1
-        result |= (x & 0x7F) << shift
-        if x < 0x80:
-            return result, p
-        shift += 7
-    raise DecodeError("varint longer than 5 bytes", "ProduceRequest", p)
+_PR = "ProduceRequest"
 
 
 def _skip_tags(b: memoryview, p: int, end: int) -> int:
     x = b[p]
     if x == 0:
         return p + 1
-    n, p = _uvarint(b, p)
+    n, p = read_uvarint32(b, p, _PR)
     for _ in range(n):
-        _, p = _uvarint(b, p)
-        size, p = _uvarint(b, p)
+        _, p = read_uvarint32(b, p, _PR)
+        size, p = read_uvarint32(b, p, _PR)
         p += size
         if p > end:
             raise DecodeError("tagged field overruns the message", "ProduceRequest", p)
@@ -97,12 +89,12 @@ def decode_produce_request(body: Buffer, version: int, offset: int = 0) -> Produ
     out: list[ProducePartition] = []
     try:
         if version >= 9:
-            n, p = _uvarint(b, p)
+            n, p = read_uvarint32(b, p, _PR)
             txn = None if n == 0 else _text(b, p, n - 1, end)
             p += max(n - 1, 0)
             acks, timeout = _unpack_hi(b, p)
             p += 6
-            n_topics, p = _uvarint(b, p)
+            n_topics, p = read_uvarint32(b, p, _PR)
             n_topics -= 1
             for _ in range(n_topics):
                 topic: str | uuid.UUID
@@ -112,12 +104,12 @@ def decode_produce_request(body: Buffer, version: int, offset: int = 0) -> Produ
                     topic = uuid.UUID(bytes=bytes(b[p : p + 16]))
                     p += 16
                 else:
-                    n, p = _uvarint(b, p)
+                    n, p = read_uvarint32(b, p, _PR)
                     if n == 0:
                         raise DecodeError("null topic name", "ProduceRequest", p)
                     topic = _text(b, p, n - 1, end)
                     p += n - 1
-                n_parts, p = _uvarint(b, p)
+                n_parts, p = read_uvarint32(b, p, _PR)
                 for _ in range(n_parts - 1):
                     part = _unpack_i(b, p)[0]
                     # records lengths of up to 2 MiB take 1-3 varint bytes: decode those inline
@@ -136,7 +128,7 @@ def decode_produce_request(body: Buffer, version: int, offset: int = 0) -> Produ
                                 n = (x & 0x7F) | ((y & 0x7F) << 7) | (z << 14)
                                 p += 7
                             else:
-                                n, p = _uvarint(b, p + 4)
+                                n, p = read_uvarint32(b, p + 4, _PR)
                     if n == 0:
                         out.append(_tnew(ProducePartition, (topic, part, None)))
                     else:
@@ -230,18 +222,7 @@ _p_top7 = struct.Struct(">ihi").pack  # throttle, error, session
 _p_iq = struct.Struct(">iq").pack
 _p_qi = struct.Struct(">qi").pack
 _p_ii = struct.Struct(">ii").pack
-_UVARINT1 = [bytes((i,)) for i in range(128)]
-
-
-def _uv(v: int) -> bytes:
-    if v < 128:
-        return _UVARINT1[v]
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+_uv = write_uvarint  # one-byte values come from a table: nearly every length here
 
 
 def _cstr(s: str | None) -> bytes:

@@ -15,6 +15,8 @@ from typing import Any, ClassVar, NamedTuple, NoReturn, TypeVar
 from uuid import UUID
 
 from kafka_wire.exceptions import DecodeError
+from kafka_wire.varint import read_uvarint32 as r_uvarint
+from kafka_wire.varint import write_uvarint_into as w_uvarint
 
 __all__ = ["DecodeError", "EncodeError", "FieldInfo", "Struct"]
 
@@ -61,33 +63,6 @@ def null_error(where: str, pos: int) -> NoReturn:
 
 
 # ---------------------------------------------------------------------------------- reading
-
-
-def r_uvarint(b: memoryview, p: int, w: str) -> tuple[int, int]:
-    """Unsigned varint of at most 5 bytes that fits 32 bits."""
-    n = len(b)
-    if p >= n:
-        truncated(w, p)
-    x = b[p]
-    if x < 0x80:
-        return x, p + 1
-    start = p
-    result = x & 0x7F
-    shift = 7
-    p += 1
-    while True:
-        if p >= n:
-            truncated(w, p)
-        x = b[p]
-        p += 1
-        result |= (x & 0x7F) << shift
-        if x < 0x80:
-            if result > 0xFFFFFFFF:
-                raise DecodeError("varint out of 32-bit range", w, start)
-            return result, p
-        shift += 7
-        if shift >= 35:
-            raise DecodeError("varint longer than 5 bytes", w, start)
 
 
 def _len16(b: memoryview, p: int, w: str) -> tuple[int, int]:
@@ -254,16 +229,6 @@ def decode_tagged(fn: Callable[[memoryview, int, str], tuple[Any, int]], data: m
 
 
 # ---------------------------------------------------------------------------------- writing
-
-
-def w_uvarint(out: bytearray, v: int) -> None:
-    if v < 0x80:
-        out.append(v)
-        return
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
 
 
 def _utf8(s: object, w: str) -> bytes:

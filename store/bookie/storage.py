@@ -266,7 +266,7 @@ class LedgerStorage:
             else:
                 mv = memoryview(data)
                 for pos, rel, n in r[3]:
-                    out[pos] = bytes(mv[rel : rel + n])
+                    out[pos] = mv[rel : rel + n]  # views of the one read of the run: no copy
 
     # -- flush, checkpoint, compaction --
 

@@ -17,6 +17,10 @@ from store.ledger.quorum import write_set
 
 T = TypeVar("T")
 _RANGE_BYTES = 4 << 20
+# A range read asks a replica for up to _RANGE_BYTES: its speculative delay grows with the
+# bytes asked at this rate, so a busy but healthy bookie streaming 4 MiB is not raced by a
+# second replica doing the same work (which halved catch-up reads on a loaded machine).
+_SPECULATIVE_BYTES_PER_S = 10 << 20
 _PARALLEL_READS = 64  # per-entry reads in flight when a ledger is striped (E > WQ)
 _READ_ERRORS = (BookieError, OSError, TimeoutError, EntryDigestError, ValueError)
 
@@ -112,7 +116,7 @@ async def _read_fragment_range(
 
         batch = await first_success(
             [call(a) for a in order],
-            speculative=env.speculative_read_timeout,
+            speculative=env.speculative_read_timeout + want / _SPECULATIVE_BYTES_PER_S,
             attempt_timeout=env.read_timeout,
             what=f"ledger {lid} entries {nxt}..{last}",
         )

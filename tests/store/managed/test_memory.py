@@ -62,8 +62,10 @@ class _Handle:
         self.last_add_confirmed = count - 1
         self.size = size
 
-    async def read(self, first: int, last: int) -> list[bytes]:
+    async def read(self, first: int, last: int, max_bytes: int | None = None) -> list[bytes]:
         await asyncio.sleep(0)
+        if max_bytes is not None:  # as the real reader: about max_bytes, at least one entry
+            last = min(last, first + max(1, -(-max_bytes // self.size)) - 1)
         return [bytes(self.size) for _ in range(first, last + 1)]
 
     async def read_lac(self) -> int:

@@ -6,7 +6,7 @@ release), so one setting (quire.cache.mb) bounds the data a gateway holds for it
 Entries are accounted by the memory they keep alive, not by their length: a memoryview keeps
 its whole underlying buffer (a request frame, a bookie response) alive, so a view is counted
 at its buffer's size, and a small view of a large buffer is copied out when cached (see
-_retainable) rather than pin, say, a 1 MiB frame for a 100-byte batch."""
+retainable) rather than pin, say, a 1 MiB frame for a 100-byte batch."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ DEFAULT_CACHE_BYTES = 256 << 20
 _ENTRY_OVERHEAD = 64  # rough per-entry bookkeeping cost counted against the budget
 
 _Key = tuple[int, int, int]  # (log token, ledger id, entry id)
-# An entry as appended or read: bytes, or a view of a larger buffer (see _retainable).
+# An entry as appended or read: bytes, or a view of a larger buffer (see retainable).
 _Data = bytes | memoryview
 _AHEAD_SHARE = 4  # read-ahead in flight may reserve up to 1/4 of the budget
 
@@ -32,7 +32,7 @@ def retained_size(data: _Data) -> int:
     return len(data)
 
 
-def _retainable(data: _Data) -> _Data:
+def retainable(data: _Data) -> _Data:
     """`data` itself, or a copy if it is a view of less than half of its buffer: kept as is,
     it would pin that whole buffer (a 1 MiB produce frame for a 100-byte batch) and be
     counted at that size; the copy costs len(data) once and lets the buffer go."""
@@ -88,7 +88,7 @@ class EntryCache:
         self._reserved = max(0, self._reserved - nbytes)
 
     def insert(self, token: int, ledger_id: int, entry_id: int, data: _Data) -> None:
-        data = _retainable(data)
+        data = retainable(data)
         cost = retained_size(data) + _ENTRY_OVERHEAD
         if cost > self.max_bytes:
             return

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from store.managed.cache import EntryCache
+from store.managed.cache import EntryCache, retainable
 from store.managed.ledgers import LedgerClientLike
 
 READ_CHUNK_BYTES = 8 << 20
@@ -166,7 +166,8 @@ class BookieReads:
             take += 1
             total += len(d)
         nxt = first + take
-        self._last = (ledger_id, nxt - 1, data[take - 1]) if take else None
+        # Kept per reader (one per partition): never as a view pinning a whole bookie response.
+        self._last = (ledger_id, nxt - 1, retainable(data[take - 1])) if take else None
         if take < len(data):
             self._keep(ledger_id, nxt, data[take:])
             nxt_fetch = first + len(data)

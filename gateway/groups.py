@@ -9,18 +9,22 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
+
+from prometheus_client.metrics_core import Metric
 
 from coordinator.group.config import OFFSETS_TOPIC, GroupConfig
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.cursors import GROUP_OFFSETS, CursorMover, OffsetPublisher
 from coordinator.group.hashing import shard_for
 from coordinator.group.shard_log import ShardLogError
+from coordinator.metrics import group_metrics
 from gateway.errors import KafkaApiError
-from gateway.metrics import GROUPS
 from kafka_wire.errors import ErrorCode
 from store.managed.position import Position
+from store.metrics import InstanceCollector
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import GatewayNode
@@ -299,3 +303,24 @@ def coordinators(services: GatewayServices) -> GroupCoordinators:
     assert isinstance(services.groups, GroupCoordinators)
     return services.groups
 
+
+def _group_metrics(sources: list[GroupCoordinators]) -> Iterable[Metric]:
+    groups = []
+    lag: dict[tuple[str, str], int] = defaultdict(int)
+    for src in sources:
+        for c in src.loaded():
+            groups.extend(list(c.groups.values()))
+        partitions = src.services.partitions
+        published = src._mover.published  # committed offsets as the partitions' owner last read them
+        for tid, p in partitions.owned():
+            plog = partitions.log_of(tid, p)
+            offsets = published.get((tid, p))
+            if plog is None or not offsets or plog.topic.name == OFFSETS_TOPIC:
+                continue
+            hw = plog.high_watermark
+            for group, offset in list(offsets.items()):
+                lag[(group, plog.topic.name)] += max(hw - offset, 0)
+    return group_metrics(groups, lag)
+
+
+GROUPS: InstanceCollector[GroupCoordinators] = InstanceCollector(_group_metrics)

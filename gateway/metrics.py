@@ -11,24 +11,15 @@ gauges are read on scrape from the live servers, partition managers and group co
 from __future__ import annotations
 
 import time
-from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
 
-from coordinator.group.config import OFFSETS_TOPIC
-from coordinator.metrics import group_metrics
 from kafka_wire.api import API_KEYS
 from kafka_wire.errors import error_info
-from store.metrics import InstanceCollector
 
 if TYPE_CHECKING:
-    from gateway.cluster.partitions import PartitionManager
-    from gateway.groups import GroupCoordinators
-    from gateway.server import GatewayServer
     from kafka_wire.hotpath import FetchTopic
 
 # -- requests (kafka.network:type=RequestMetrics) ----------------------------------------------
@@ -118,45 +109,3 @@ LEASES_GAINED = Counter("quire_gateway_leases_gained", "Partition leases taken (
 LEASES_LOST = Counter(
     "quire_gateway_leases_lost", "Partitions lost without handing them over (fenced by another owner, session lost)"
 )
-
-
-# -- gauges read on scrape ------------------------------------------------------------------------
-
-
-def _server_metrics(servers: list[GatewayServer]) -> Iterator[Metric]:
-    family = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open client connections")
-    family.add_metric([], sum(len(s.connections) for s in servers))
-    yield family
-
-
-def _partition_metrics(managers: list[PartitionManager]) -> Iterator[Metric]:
-    owned = sum(len(m.owned()) for m in managers)
-    # Every partition a gateway serves, it leads (no followers: the bookies replicate).
-    for name, what in (("partitioncount", "Partitions owned"), ("leadercount", "Partitions led")):
-        family = GaugeMetricFamily(f"kafka_server_replicamanager_{name}", what + " by this gateway")
-        family.add_metric([], owned)
-        yield family
-
-
-def _group_metrics(sources: list[GroupCoordinators]) -> Iterable[Metric]:
-    groups = []
-    lag: dict[tuple[str, str], int] = defaultdict(int)
-    for src in sources:
-        for c in src.loaded():
-            groups.extend(list(c.groups.values()))
-        partitions = src.services.partitions
-        published = src._mover.published  # committed offsets as the partitions' owner last read them
-        for tid, p in partitions.owned():
-            plog = partitions.log_of(tid, p)
-            offsets = published.get((tid, p))
-            if plog is None or not offsets or plog.topic.name == OFFSETS_TOPIC:
-                continue
-            hw = plog.high_watermark
-            for group, offset in list(offsets.items()):
-                lag[(group, plog.topic.name)] += max(hw - offset, 0)
-    return group_metrics(groups, lag)
-
-
-SERVERS: InstanceCollector[GatewayServer] = InstanceCollector(_server_metrics)
-PARTITIONS: InstanceCollector[PartitionManager] = InstanceCollector(_partition_metrics)
-GROUPS: InstanceCollector[GroupCoordinators] = InstanceCollector(_group_metrics)

@@ -6,10 +6,14 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
 from gateway.connection import KafkaConnection
-from gateway.metrics import SERVERS
+from store.metrics import InstanceCollector
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
@@ -61,3 +65,15 @@ class GatewayServer:
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
             except TimeoutError:
                 log.warning("gateway connections did not close within 5 s")
+
+
+# -- gauges read on scrape: open connections of every live server in this process
+
+
+def _server_metrics(servers: list[GatewayServer]) -> Iterator[Metric]:
+    family = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open client connections")
+    family.add_metric([], sum(len(s.connections) for s in servers))
+    yield family
+
+
+SERVERS: InstanceCollector[GatewayServer] = InstanceCollector(_server_metrics)

@@ -19,11 +19,10 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from prometheus_client import REGISTRY, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from store.bookie.protocol import Op
@@ -31,7 +30,6 @@ from store.bookie.protocol import Op
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-    from store.managed.cache import EntryCache
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -157,29 +155,3 @@ class BookieLatency:
         if h is None:
             h = self._by_op[op] = BOOKIE_REQUEST_SECONDS.labels(self._address, _OP_NAMES.get(op, str(op)))
         h.observe(now - deadline + self._timeout)
-
-
-# -- entry cache -----------------------------------------------------------------------------
-
-
-def _cache_metrics(caches: list[EntryCache]) -> Iterator[Metric]:
-    hits = CounterMetricFamily("quire_entry_cache_hits", "Entries served from the entry cache")
-    misses = CounterMetricFamily("quire_entry_cache_misses", "Entry cache lookups that found nothing")
-    size = GaugeMetricFamily("quire_entry_cache_bytes", "Bytes held by the entry cache (with bookkeeping)")
-    limit = GaugeMetricFamily("quire_entry_cache_max_bytes", "The entry cache's bound")
-    entries = GaugeMetricFamily("quire_entry_cache_entries", "Entries held by the entry cache")
-    reserved = GaugeMetricFamily(
-        "quire_entry_cache_readahead_reserved_bytes", "Bytes of the entry cache's bound reserved by read-ahead in flight"
-    )
-    hits.add_metric([], sum(c.hits for c in caches))
-    misses.add_metric([], sum(c.misses for c in caches))
-    size.add_metric([], sum(c.size for c in caches))
-    limit.add_metric([], sum(c.max_bytes for c in caches))
-    entries.add_metric([], sum(len(c) for c in caches))
-    reserved.add_metric([], sum(c.reserved for c in caches))
-    return iter((hits, misses, size, limit, entries, reserved))
-
-
-# The cache keeps plain int counters (the read path pays nothing more); read on scrape.
-ENTRY_CACHES: InstanceCollector[EntryCache] = InstanceCollector(_cache_metrics)
-

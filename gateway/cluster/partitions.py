@@ -15,18 +15,22 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from gateway import paths
 from gateway.cluster import leases
 from gateway.cluster.assignment import assign_topic, assigned_node
 from gateway.errors import KafkaApiError
-from gateway.metrics import LEASES_GAINED, LEASES_LOST, PARTITIONS
+from gateway.metrics import LEASES_GAINED, LEASES_LOST
 from gateway.partition.log import PartitionLog
 from kafka_wire.errors import ErrorCode
 from store.clock import SYSTEM_CLOCK, Clock
 from store.meta.api import MetaError, MetaStore, NoNodeError, NotEmptyError
+from store.metrics import InstanceCollector
 from store.retry import Backoff, Retry
 from store.tasks import cancel_and_wait
 
@@ -352,3 +356,15 @@ class PartitionManager:
         LEASES_LOST.inc(len(self._logs))
         for key in list(self._logs):
             self._start_release(key)
+
+
+def _partition_metrics(managers: list[PartitionManager]) -> Iterator[Metric]:
+    owned = sum(len(m.owned()) for m in managers)
+    # Every partition a gateway serves, it leads (no followers: the bookies replicate).
+    for name, what in (("partitioncount", "Partitions owned"), ("leadercount", "Partitions led")):
+        family = GaugeMetricFamily(f"kafka_server_replicamanager_{name}", what + " by this gateway")
+        family.add_metric([], owned)
+        yield family
+
+
+PARTITIONS: InstanceCollector[PartitionManager] = InstanceCollector(_partition_metrics)

@@ -35,23 +35,27 @@ def _leader_epoch(ctx: RequestContext, info: TopicInfo, partition: int) -> int:
     return int(plog.leader_epoch) if plog is not None else -1
 
 
-def topic_metadata(ctx: RequestContext, info: TopicInfo) -> Topic:
+def partition_metadata(ctx: RequestContext, info: TopicInfo, p: int) -> Partition:
+    """One partition as Metadata reports it: the owner as leader (replicas = isr = [owner]) and
+    its leader epoch; LEADER_NOT_AVAILABLE while no gateway owns it. DescribeTopicPartitions
+    reports the same."""
     cluster = ctx.services.cluster
-    parts = []
-    for p in range(info.partitions):
-        leader = cluster.leader_of(info.topic_id, p)
-        if leader is None:
-            parts.append(Partition(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=p,
-                                   leader_id=-1, replica_nodes=[], isr_nodes=[]))
-        else:
-            # Another owner's epoch comes from its lease; clients fetching with a stale epoch
-            # would otherwise be fenced by the owner while asking us for metadata in a loop.
-            if leader == ctx.services.node_id:
-                epoch = _leader_epoch(ctx, info, p)
-            else:
-                epoch = cluster.leader_epoch_of(info.topic_id, p)
-            parts.append(Partition(partition_index=p, leader_id=leader, leader_epoch=epoch,
-                                   replica_nodes=[leader], isr_nodes=[leader]))
+    leader = cluster.leader_of(info.topic_id, p)
+    if leader is None:
+        return Partition(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=p,
+                         leader_id=-1, replica_nodes=[], isr_nodes=[])
+    # Another owner's epoch comes from its lease; clients fetching with a stale epoch
+    # would otherwise be fenced by the owner while asking us for metadata in a loop.
+    if leader == ctx.services.node_id:
+        epoch = _leader_epoch(ctx, info, p)
+    else:
+        epoch = cluster.leader_epoch_of(info.topic_id, p)
+    return Partition(partition_index=p, leader_id=leader, leader_epoch=epoch,
+                     replica_nodes=[leader], isr_nodes=[leader])
+
+
+def topic_metadata(ctx: RequestContext, info: TopicInfo) -> Topic:
+    parts = [partition_metadata(ctx, info, p) for p in range(info.partitions)]
     return Topic(name=info.name, topic_id=info.topic_id, is_internal=is_internal(info.name), partitions=parts)
 
 

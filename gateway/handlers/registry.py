@@ -44,6 +44,7 @@ try:
         describe_groups,
         describe_log_dirs,
         describe_producers,
+        describe_topic_partitions,
         fetch,
         find_coordinator,
         heartbeat,
@@ -116,4 +117,5 @@ HANDLERS: dict[int, HandlerSpec] = _table(
     serve("OffsetDelete", offset_delete.offset_delete),
     serve("DescribeCluster", describe_cluster.describe_cluster),
     serve("DescribeProducers", describe_producers.handle_describe_producers),
+    serve("DescribeTopicPartitions", describe_topic_partitions.describe_topic_partitions),
 )

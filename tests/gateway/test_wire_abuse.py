@@ -49,6 +49,7 @@ SERVED = {
     47: (0, 0),  # OffsetDelete
     60: (0, 2),  # DescribeCluster
     61: (0, 0),  # DescribeProducers
+    75: (0, 0),  # DescribeTopicPartitions
 }
 
 

@@ -1,0 +1,77 @@
+"""Admin APIs that tools call (issue 17), through raw requests against `quire standalone`:
+DescribeTopicPartitions agrees with Metadata and pages through every partition."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest as DTP,
+)
+from kafka_wire.messages.describe_topic_partitions import (
+    DescribeTopicPartitionsResponse,
+)
+from kafka_wire.messages.metadata import MetadataRequest, MetadataResponse
+from tests.support.gateway import RawKafka, StandaloneGateway
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def topics(module_standalone: StandaloneGateway) -> list[str]:
+    names = ["adm-dtp-a", "adm-dtp-b", "adm-dtp-c"]
+    admin = AdminClient({"bootstrap.servers": module_standalone.bootstrap})
+    for _name, fut in admin.create_topics([NewTopic(n, i + 2, 1) for i, n in enumerate(names)]).items():
+        fut.result(15)
+    return names
+
+
+def _dtp(c: RawKafka, names: list[str], limit: int = 2000, cursor: tuple[str, int] | None = None
+         ) -> DescribeTopicPartitionsResponse:
+    req = DTP(topics=[DTP.TopicRequest(name=n) for n in names], response_partition_limit=limit,
+              cursor=None if cursor is None else DTP.Cursor(topic_name=cursor[0], partition_index=cursor[1]))
+    resp = c.request(75, 0, req)
+    assert isinstance(resp, DescribeTopicPartitionsResponse)
+    return resp
+
+
+def test_same_partitions_as_metadata(module_standalone: StandaloneGateway, topics: list[str]) -> None:
+    with RawKafka(module_standalone.bootstrap) as c:
+        md = c.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in topics]))
+        assert isinstance(md, MetadataResponse)
+        d = _dtp(c, [*reversed(topics), "adm-dtp-missing"])
+    expected = {t.name: (t.topic_id, [(p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes)
+                                      for p in t.partitions]) for t in md.topics}
+    # Sorted by name, unknown topics answered in place.
+    assert [t.name for t in d.topics] == sorted([*topics, "adm-dtp-missing"])
+    got = {t.name: (t.topic_id, [(p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes)
+                                 for p in t.partitions]) for t in d.topics if t.error_code == 0}
+    assert got == expected
+    (missing,) = [t for t in d.topics if t.error_code]
+    assert (missing.name, missing.error_code, missing.partitions) == (
+        "adm-dtp-missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
+    assert d.next_cursor is None
+    assert all(p.eligible_leader_replicas == [] and p.offline_replicas == [] for t in d.topics for p in t.partitions)
+
+
+def test_cursor_pages_through_every_partition(module_standalone: StandaloneGateway, topics: list[str]) -> None:
+    seen: list[tuple[str, int]] = []
+    cursor: tuple[str, int] | None = None
+    pages = 0
+    with RawKafka(module_standalone.bootstrap) as c:
+        while True:
+            d = _dtp(c, topics, limit=2, cursor=cursor)
+            pages += 1
+            assert sum(len(t.partitions) for t in d.topics) <= 2
+            seen += [(t.name, p.partition_index) for t in d.topics for p in t.partitions]
+            if d.next_cursor is None:
+                break
+            cursor = (d.next_cursor.topic_name, d.next_cursor.partition_index)
+        bad = _dtp(c, topics[1:], cursor=(topics[0], 0))
+    # 2 + 3 + 4 partitions, two per page.
+    assert seen == [(n, p) for i, n in enumerate(topics) for p in range(i + 2)]
+    assert pages == 5
+    # Kafka: the cursor's topic must be among the listed ones (InvalidRequestException).
+    assert [(t.name, t.error_code) for t in bad.topics] == [(n, ErrorCode.INVALID_REQUEST) for n in topics[1:]]

@@ -3,6 +3,9 @@ and Quire, node ids normalised away, every error code and shape compared."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
 from compat_tests.support.allowlist import Differences
@@ -10,7 +13,13 @@ from compat_tests.support.clients import unique
 from compat_tests.support.differential import Observations, run_both
 from compat_tests.support.targets import Target
 from compat_tests.support.wire import Wire
+from kafka_wire.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest as APR
+from kafka_wire.messages.describe_client_quotas import DescribeClientQuotasRequest as DCQ
+from kafka_wire.messages.describe_quorum import DescribeQuorumRequest as DQ
 from kafka_wire.messages.describe_topic_partitions import DescribeTopicPartitionsRequest as DTP
+from kafka_wire.messages.elect_leaders import ElectLeadersRequest as EL
+from kafka_wire.messages.list_partition_reassignments import ListPartitionReassignmentsRequest as LPR
+from kafka_wire.messages.update_features import UpdateFeaturesRequest as UF
 
 pytestmark = pytest.mark.compat(suite="differential", client="raw protocol")
 
@@ -62,3 +71,96 @@ def describe_topic_partitions(bootstrap: str) -> Observations:
 
 def test_describe_topic_partitions(target: Target, apache_kafka: Target, differences: Differences) -> None:
     run_both(differences, target, apache_kafka, describe_topic_partitions)
+
+
+def _errors(results: list[Any], key: str, sub: str, ident: str, subs: dict[str, str]) -> list[Any]:
+    """[(name, [(partition, code, message)])] with node ids in messages replaced by roles."""
+    def norm(m: str | None) -> str | None:
+        for k, v in subs.items():
+            m = None if m is None else m.replace(k, v)
+        return None if m is None else re.sub(r"controller \d+", "controller N", m)
+    return [(norm(k) if isinstance(k := getattr(r, key), str) else k, [(getattr(p, ident), int(p.error_code), norm(p.error_message)) for p in getattr(r, sub)])
+            for r in results]
+
+
+def cluster_operations(bootstrap: str) -> Observations:
+    """ElectLeaders, List/AlterPartitionReassignments, DescribeQuorum, UpdateFeatures and
+    DescribeClientQuotas on a cluster where none of them has anything to do."""
+    topic = unique("d-noop")
+    with Wire(bootstrap) as w:
+        w.create(topic, partitions=2)
+        (md,) = w.metadata([topic]).topics
+        own = md.partitions[0].leader_id
+        ghost = max(b.node_id for b in w.metadata([topic]).brokers) + 100
+        subs = {f"{topic}": "T", f"broker {ghost}": "broker GHOST", f"broker {own}": "broker OWN"}
+        out: Observations = {}
+        for v in (0, 1, 2):
+            el = w.call((43, v), EL(election_type=0, topic_partitions=[
+                EL.TopicPartitions(topic=topic, partitions=[0, 1, 7]),
+                EL.TopicPartitions(topic=topic + "-none", partitions=[0])]))
+            out[f"elect_leaders.v{v}"] = (int(el.error_code), _errors(el.replica_election_results, "topic",
+                                                                     "partition_result", "partition_id", subs))
+        el = w.call((43, 2), EL(election_type=1, topic_partitions=[EL.TopicPartitions(topic=topic, partitions=[1])]))
+        out["elect_leaders.unclean"] = (int(el.error_code), _errors(el.replica_election_results, "topic",
+                                                                   "partition_result", "partition_id", subs))
+        el = w.call((43, 2), EL(election_type=5, topic_partitions=[EL.TopicPartitions(topic=topic, partitions=[1])]))
+        out["elect_leaders.bad_type"] = (int(el.error_code), _errors(el.replica_election_results, "topic",
+                                                                    "partition_result", "partition_id", subs))
+        el = w.call((43, 2), EL(election_type=0, topic_partitions=None))
+        out["elect_leaders.all"] = (int(el.error_code), [r.partition_result for r in el.replica_election_results
+                                                         if r.topic == topic])
+        lpr = w.call((46, 0), LPR(topics=None))
+        out["list_reassignments.all"] = (int(lpr.error_code), lpr.error_message, lpr.topics)
+        lpr = w.call((46, 0), LPR(topics=[LPR.ListPartitionReassignmentsTopics(name=topic, partition_indexes=[0, 9])]))
+        out["list_reassignments.topic"] = (int(lpr.error_code), lpr.error_message, lpr.topics)
+        for label, reps in (("same", [own]), ("ghost", [ghost]), ("ghost_and_own", [own, ghost]),
+                            ("twice", [own, own]), ("empty", []), ("cancel", None)):
+            for v in (0, 1):
+                apr = w.call((45, v), APR(topics=[APR.ReassignableTopic(name=topic, partitions=[
+                    APR.ReassignablePartition(partition_index=0, replicas=reps)])]))
+                out[f"alter_reassignments.{label}.v{v}"] = (int(apr.error_code), apr.error_message, _errors(
+                    apr.responses, "name", "partitions", "partition_index", subs))
+        apr = w.call((45, 1), APR(topics=[
+            APR.ReassignableTopic(name=topic + "-none", partitions=[APR.ReassignablePartition(partition_index=0,
+                                                                                               replicas=[own])]),
+            APR.ReassignableTopic(name=topic, partitions=[APR.ReassignablePartition(partition_index=9,
+                                                                                     replicas=[own])])]))
+        out["alter_reassignments.unknown"] = (int(apr.error_code), _errors(apr.responses, "name", "partitions",
+                                                                           "partition_index", subs))
+        dq = w.call((55, 2), DQ(topics=[DQ.TopicData(topic_name=topic, partitions=[DQ.PartitionData(partition_index=0)])]))
+        out["describe_quorum.other_topic"] = (int(dq.error_code), _errors(dq.topics, "topic_name", "partitions",
+                                                                          "partition_index", subs), dq.nodes)
+        dq = w.call((55, 2), DQ(topics=[DQ.TopicData(topic_name="__cluster_metadata",
+                                                     partitions=[DQ.PartitionData(partition_index=0)])]))
+        out["describe_quorum.metadata"] = (int(dq.error_code), [[int(p.error_code) for p in t.partitions]
+                                                                for t in dq.topics])
+        for v in (0, 1, 2):
+            for label, level in (("upgrade", 1), ("delete", 0), ("negative", -1)):
+                uf = w.call((57, v), UF(feature_updates=[UF.FeatureUpdateKey(
+                    feature="quire.test.version", max_version_level=level, allow_downgrade=v == 0 and level <= 0,
+                    upgrade_type=2 if v > 0 and level <= 0 else 1)]))
+                out[f"update_features.{label}.v{v}"] = (int(uf.error_code), _errors(
+                    [uf], "error_code", "results", "feature", subs), re.sub(r"controller \d+", "controller N",
+                                                                           uf.error_message or ""))
+            uf = w.call((57, v), UF(feature_updates=[]))
+            out[f"update_features.none.v{v}"] = (int(uf.error_code), uf.error_message, uf.results)
+        C = DCQ.ComponentData
+        for label, comps in (
+                ("all", []), ("user_default", [C(entity_type="user", match_type=1, match=None)]),
+                ("exact", [C(entity_type="client-id", match_type=0, match="c1")]),
+                ("bad_type", [C(entity_type="bogus", match_type=0, match="x")]),
+                ("bad_match", [C(entity_type="user", match_type=7, match=None)]),
+                ("twice", [C(entity_type="user", match_type=0, match="u"), C(entity_type="user", match_type=1,
+                                                                               match=None)]),
+                ("exact_null", [C(entity_type="user", match_type=0, match=None)]),
+                ("ip_and_user", [C(entity_type="ip", match_type=2, match=None),
+                                 C(entity_type="user", match_type=2, match=None)]),
+                ("default_with_match", [C(entity_type="client-id", match_type=1, match="zz")])):
+            for v in (0, 1):
+                q = w.call((48, v), DCQ(components=comps, strict=label == "exact"))
+                out[f"client_quotas.{label}.v{v}"] = (int(q.error_code), q.error_message, q.entries)
+        return out
+
+
+def test_cluster_operations(target: Target, apache_kafka: Target, differences: Differences) -> None:
+    run_both(differences, target, apache_kafka, cluster_operations)

@@ -129,3 +129,23 @@ def test_admin_topics_configs_offsets(target: Target) -> None:
     deleted = one(events, "deleted")
     assert deleted["present"] is False
     assert deleted["describe_error"] == "UnknownTopicOrPartitionException"
+
+
+@pytest.mark.compat(suite="admin", client="java-client")
+def test_admin_cluster_operations(target: Target) -> None:
+    """Admin calls with nothing to do on Quire: describeTopics through DescribeTopicPartitions,
+    preferred election not needed, no reassignment, no KRaft quorum, no features, no quotas."""
+    events = run_harness("cluster-ops", bootstrap=target.bootstrap, topic=unique("jc-ops"))
+    described = one(events, "described")
+    owners = {p["partition"]: p["leader"] for p in described["partitions"]}
+    assert sorted(owners) == [0, 1]
+    assert all(p["replicas"] == [p["leader"]] and p["elr"] == [] for p in described["partitions"])
+    assert one(events, "elected")["partitions"] == {"0": "ElectionNotNeededException", "1": "ElectionNotNeededException"}
+    assert one(events, "reassignments")["count"] == 0
+    assert one(events, "reassign_same")["error"] is None
+    assert one(events, "reassign_ghost")["error"] == "InvalidReplicaAssignmentException"
+    assert one(events, "reassign_cancel")["error"] == "NoReassignmentInProgressException"
+    assert one(events, "quorum")["error"] == "UnsupportedVersionException"
+    assert one(events, "features") == {**one(events, "features"), "finalized": [], "supported": []}
+    assert one(events, "update_feature")["error"] == "InvalidUpdateVersionException"
+    assert one(events, "quotas")["count"] == 0

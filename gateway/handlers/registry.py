@@ -34,6 +34,7 @@ try:
     from gateway.handlers import (
         alter_configs,
         api_versions,
+        client_quotas,
         create_partitions,
         create_topics,
         delete_groups,
@@ -44,7 +45,9 @@ try:
         describe_groups,
         describe_log_dirs,
         describe_producers,
+        describe_quorum,
         describe_topic_partitions,
+        elect_leaders,
         fetch,
         find_coordinator,
         heartbeat,
@@ -58,8 +61,10 @@ try:
         offset_delete,
         offset_fetch,
         offset_for_leader_epoch,
+        partition_reassignments,
         produce,
         sync_group,
+        update_features,
     )
 except Exception as e:
     raise _failed_import(e) from e
@@ -117,5 +122,11 @@ HANDLERS: dict[int, HandlerSpec] = _table(
     serve("OffsetDelete", offset_delete.offset_delete),
     serve("DescribeCluster", describe_cluster.describe_cluster),
     serve("DescribeProducers", describe_producers.handle_describe_producers),
+    serve("ElectLeaders", elect_leaders.elect_leaders),
+    serve("AlterPartitionReassignments", partition_reassignments.alter_partition_reassignments),
+    serve("ListPartitionReassignments", partition_reassignments.list_partition_reassignments),
+    serve("DescribeClientQuotas", client_quotas.describe_client_quotas),
+    serve("DescribeQuorum", describe_quorum.describe_quorum),
+    serve("UpdateFeatures", update_features.update_features),
     serve("DescribeTopicPartitions", describe_topic_partitions.describe_topic_partitions),
 )

@@ -1,10 +1,16 @@
-"""Admin APIs that tools call (issue 17), through raw requests against `quire standalone`:
-DescribeTopicPartitions agrees with Metadata and pages through every partition."""
+"""Admin APIs that tools call (issue 17) against `quire standalone`: DescribeTopicPartitions
+agrees with Metadata and pages through every partition (raw requests); kafka-python's and
+confluent-kafka's admins, unchanged, on the cluster operations Quire answers as no-ops."""
 
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import ElectionType, KafkaError
+from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import TopicPartition
+from kafka import errors as Errors
+from kafka.admin import KafkaAdminClient
 
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.describe_topic_partitions import (
@@ -75,3 +81,42 @@ def test_cursor_pages_through_every_partition(module_standalone: StandaloneGatew
     assert pages == 5
     # Kafka: the cursor's topic must be among the listed ones (InvalidRequestException).
     assert [(t.name, t.error_code) for t in bad.topics] == [(n, ErrorCode.INVALID_REQUEST) for n in topics[1:]]
+
+
+def test_kafka_python_admin_cluster_operations(module_standalone: StandaloneGateway, topics: list[str]) -> None:
+    """kafka-python's admin, unchanged, on calls with nothing to do."""
+    admin = KafkaAdminClient(bootstrap_servers=module_standalone.bootstrap)
+    try:
+        d = admin.describe_topic_partitions([topics[0]])
+        ((t,),) = (d["topics"],)
+        assert (t["name"], t["error_code"], len(t["partitions"])) == (topics[0], 0, 2)
+        owner = t["partitions"][0]["leader_id"]
+        assert owner >= 0 and t["partitions"][0]["replica_nodes"] == [owner]
+
+        el = admin.elect_leaders(0, {topics[0]: [0, 1]}, raise_errors=False)
+        assert [(p.partition_id, p.error_code) for r in el.replica_election_results for p in r.partition_result] == [
+            (0, ErrorCode.ELECTION_NOT_NEEDED), (1, ErrorCode.ELECTION_NOT_NEEDED)]
+        assert admin.list_partition_reassignments() == {}
+        tp = TopicPartition(topics[0], 0)
+        assert admin.alter_partition_reassignments({tp: [owner]}) == {tp: None}
+        (err,) = admin.alter_partition_reassignments({tp: [owner + 100]}).values()
+        assert err is Errors.InvalidReplicationAssignmentError
+        (err,) = admin.alter_partition_reassignments({tp: None}).values()
+        assert err is Errors.NoReassignmentInProgressError
+
+        features = admin.describe_features()
+        assert features == {}  # {name: {"supported": ..., "finalized": ...}}: Quire has none
+        with pytest.raises(Errors.InvalidUpdateVersionError):
+            admin.update_features({"quire.test.version": 1})
+        with pytest.raises(Errors.UnsupportedVersionError):
+            admin.describe_metadata_quorum()
+    finally:
+        admin.close()
+
+
+def test_confluent_elect_leaders(module_standalone: StandaloneGateway, topics: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": module_standalone.bootstrap})
+    res = admin.elect_leaders(ElectionType.PREFERRED, [CTopicPartition(topics[1], 0)]).result(15)
+    ((tp, err),) = res.items()
+    assert (tp.topic, tp.partition) == (topics[1], 0)
+    assert err is not None and err.code() == KafkaError.ELECTION_NOT_NEEDED

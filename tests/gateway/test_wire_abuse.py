@@ -45,8 +45,14 @@ SERVED = {
     35: (1, 5),  # DescribeLogDirs
     37: (0, 3),  # CreatePartitions
     42: (0, 3),  # DeleteGroups (v3, Kafka 4.4: a per-group error message)
+    43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 1),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
     47: (0, 0),  # OffsetDelete
+    48: (0, 1),  # DescribeClientQuotas
+    55: (0, 2),  # DescribeQuorum
+    57: (0, 2),  # UpdateFeatures
     60: (0, 2),  # DescribeCluster
     61: (0, 0),  # DescribeProducers
     75: (0, 0),  # DescribeTopicPartitions

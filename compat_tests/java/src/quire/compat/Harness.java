@@ -18,7 +18,7 @@ public final class Harness {
 
     public static void main(String[] argv) throws Exception {
         if (argv.length < 1) {
-            System.err.println("usage: Harness produce|consume|checksum|groups|admin key=value...");
+            System.err.println("usage: Harness produce|consume|checksum|groups|admin|cluster-ops key=value...");
             System.exit(2);
         }
         Map<String, String> args = new HashMap<>();
@@ -34,6 +34,7 @@ public final class Harness {
                 case "checksum" -> ConsumeCommand.checksum(new Args(args));
                 case "groups" -> GroupCommand.run(new Args(args));
                 case "admin" -> AdminCommand.run(new Args(args));
+                case "cluster-ops" -> ClusterOpsCommand.run(new Args(args));
                 default -> throw new IllegalArgumentException("unknown command " + argv[0]);
             }
             emit("done");

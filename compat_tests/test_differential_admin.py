@@ -14,6 +14,8 @@ from compat_tests.support.differential import Observations, run_both
 from compat_tests.support.targets import Target
 from compat_tests.support.wire import Wire
 from kafka_wire.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest as APR
+from kafka_wire.messages.create_partitions import CreatePartitionsRequest as CP
+from kafka_wire.messages.create_topics import CreateTopicsRequest as CT
 from kafka_wire.messages.describe_client_quotas import DescribeClientQuotasRequest as DCQ
 from kafka_wire.messages.describe_quorum import DescribeQuorumRequest as DQ
 from kafka_wire.messages.describe_topic_partitions import DescribeTopicPartitionsRequest as DTP
@@ -164,3 +166,75 @@ def cluster_operations(bootstrap: str) -> Observations:
 
 def test_cluster_operations(target: Target, apache_kafka: Target, differences: Differences) -> None:
     run_both(differences, target, apache_kafka, cluster_operations)
+
+
+def manual_assignments(bootstrap: str) -> Observations:
+    """CreateTopics and CreatePartitions with explicit replica assignments: accepted when they
+    name live brokers (the one broker / gateway here), refused with Kafka's errors otherwise."""
+    base = unique("d-asg")
+    out: Observations = {}
+    with Wire(bootstrap) as w:
+        probe = base + "-probe"
+        w.create(probe)
+        me = w.metadata([probe]).topics[0].partitions[0].leader_id
+        ghost = me + 100
+        subs = {f"broker {ghost}": "broker GHOST", f"broker {me}": "broker OWN", base: "BASE"}
+
+        def norm(m: str | None) -> str | None:
+            for k, v in subs.items():
+                m = None if m is None else m.replace(k, v)
+            return m
+
+        def create(label: str, asg: list[tuple[int, list[int]]], np: int = -1, rf: int = -1, v: int = 7,
+                   validate: bool = False) -> str:
+            name = f"{base}-{label}"
+            resp = w.call((19, v), CT(timeout_ms=30000, validate_only=validate, topics=[CT.CreatableTopic(
+                name=name, num_partitions=np, replication_factor=rf,
+                assignments=[CT.CreatableReplicaAssignment(partition_index=i, broker_ids=b) for i, b in asg])]))
+            (t,) = resp.topics
+            out[f"create.{label}"] = (int(t.error_code), norm(t.error_message), t.num_partitions,
+                                      t.replication_factor)
+            return name
+
+        for label, asg, kw in (
+                ("validate", [(0, [me])], {"validate": True}), ("num_partitions_set", [(0, [me])], {"np": 2}),
+                ("rf_set", [(0, [me])], {"rf": 1}), ("both_set", [(0, [me])], {"np": 1, "rf": 1}),
+                ("ghost", [(0, [ghost])], {}), ("twice", [(0, [me, me])], {}), ("empty", [(0, [])], {}),
+                ("ghost_second", [(0, [me]), (1, [ghost])], {}), ("same_partition", [(0, [me]), (0, [me])], {}),
+                ("gap", [(0, [me]), (2, [me])], {}), ("from_one", [(1, [me])], {}), ("v4", [(0, [me])], {"v": 4})):
+            create(label, asg, **kw)  # type: ignore[arg-type]
+        name = create("ok", [(0, [me]), (1, [me])])
+        ok = out["create.ok"]
+        create("ok", [(0, [ghost])])  # already exists: reported before the assignment is checked
+        out["create.exists_with_assignment"], out["create.ok"] = out["create.ok"], ok
+        w.wait_leaders(name, 2)
+        (t,) = w.metadata([name]).topics
+        out["created.partitions"] = [(p.partition_index, p.leader_id == me, p.replica_nodes == [me])
+                                     for p in t.partitions]
+
+        def grow(label: str, count: int, asg: list[list[int]] | None, validate: bool = False) -> None:
+            resp = w.call((37, 3), CP(timeout_ms=30000, validate_only=validate, topics=[CP.CreatePartitionsTopic(
+                name=name, count=count,
+                assignments=None if asg is None else [CP.CreatePartitionsAssignment(broker_ids=b) for b in asg])]))
+            (r,) = resp.results
+            out[f"grow.{label}"] = (int(r.error_code), norm(r.error_message))
+
+        grow("validate", 3, [[me]], validate=True)
+        grow("too_few", 4, [[me]])
+        grow("too_many", 3, [[me], [me]])
+        grow("none_listed", 3, [])
+        grow("ghost", 3, [[ghost]])
+        grow("twice", 3, [[me, me]])
+        grow("empty", 3, [[]])
+        grow("two_replicas", 3, [[me, ghost]])
+        grow("shrink", 1, [[me]])
+        grow("same", 2, None)
+        grow("ok", 3, [[me]])
+        w.wait_leaders(name, 3)
+        (t,) = w.metadata([name]).topics
+        out["grown.partitions"] = [(p.partition_index, p.leader_id == me) for p in t.partitions]
+    return out
+
+
+def test_manual_assignments(target: Target, apache_kafka: Target, differences: Differences) -> None:
+    run_both(differences, target, apache_kafka, manual_assignments)

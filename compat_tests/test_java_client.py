@@ -149,3 +149,6 @@ def test_admin_cluster_operations(target: Target) -> None:
     assert one(events, "features") == {**one(events, "features"), "finalized": [], "supported": []}
     assert one(events, "update_feature")["error"] == "InvalidUpdateVersionException"
     assert one(events, "quotas")["count"] == 0
+    assert one(events, "placed")["partitions"] == [True, True, True]
+    misplaced = one(events, "misplaced")
+    assert (misplaced["error"], misplaced["grow_error"]) == ("InvalidReplicaAssignmentException",) * 2

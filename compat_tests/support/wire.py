@@ -104,6 +104,10 @@ class Wire:
         asynchronously: right after CreateTopics a produce can get NOT_LEADER_OR_FOLLOWER)."""
         err = self.create_topics((name, partitions, -1, configs or {}))[name]
         assert err == 0, f"create {name}: error {err}"
+        self.wait_leaders(name, partitions)
+
+    def wait_leaders(self, name: str, partitions: int) -> None:
+        """Wait until each of the topic's `partitions` has a leader that serves it."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             (t,) = self.metadata([name]).topics

@@ -43,15 +43,28 @@ def _assign(topic_id: uuid.UUID, partitions: int, nodes: tuple[int, ...]) -> tup
     return tuple(owners)
 
 
-def assign_topic(topic_id: uuid.UUID, partitions: int, nodes: Sequence[int]) -> tuple[int, ...]:
-    """The node id that should own each partition 0..partitions-1 (empty if no nodes)."""
+def assign_topic(topic_id: uuid.UUID, partitions: int, nodes: Sequence[int],
+                 preferred: Sequence[Sequence[int]] = ()) -> tuple[int, ...]:
+    """The node id that should own each partition 0..partitions-1 (empty if no nodes). A
+    partition with a manual assignment (`preferred[p]`, from CreateTopics/CreatePartitions) goes
+    to the first live node it lists; the others are spread as above."""
     if not nodes or partitions <= 0:
         return ()
-    return _assign(topic_id, partitions, tuple(sorted(set(nodes))))
+    owners = _assign(topic_id, partitions, tuple(sorted(set(nodes))))
+    if not preferred:
+        return owners
+    live = set(nodes)
+    out = list(owners)
+    for p, replicas in enumerate(preferred[:partitions]):
+        first = next((n for n in replicas if n in live), None)
+        if first is not None:
+            out[p] = first
+    return tuple(out)
 
 
-def assigned_node(topic_id: uuid.UUID, partitions: int, partition: int, nodes: Sequence[int]) -> int | None:
-    owners = assign_topic(topic_id, partitions, nodes)
+def assigned_node(topic_id: uuid.UUID, partitions: int, partition: int, nodes: Sequence[int],
+                  preferred: Sequence[Sequence[int]] = ()) -> int | None:
+    owners = assign_topic(topic_id, partitions, nodes, preferred)
     if 0 <= partition < len(owners):
         return owners[partition]
     return None

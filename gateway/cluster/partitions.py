@@ -120,7 +120,8 @@ class PartitionManager:
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic.name}-{partition} is led by {holder}"
             )
         if holder is None:
-            assigned = assigned_node(topic.topic_id, topic.partitions, partition, self.cluster.live_ids())
+            assigned = assigned_node(topic.topic_id, topic.partitions, partition, self.cluster.live_ids(),
+                                     topic.preferred)
             if assigned != self.node_id:
                 raise KafkaApiError(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic.name}-{partition} is assigned to {assigned}"
@@ -206,7 +207,7 @@ class PartitionManager:
         wanted: dict[Key, TopicInfo] = {}
         if self.node_id in live:
             for t in topics:
-                for p, n in enumerate(assign_topic(t.topic_id, t.partitions, live)):
+                for p, n in enumerate(assign_topic(t.topic_id, t.partitions, live, t.preferred)):
                     if n == self.node_id:
                         wanted[(t.topic_id, p)] = t
         present = {t.topic_id for t in topics}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -49,6 +50,9 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)  # explicit overrides only
+    # Manual replica assignments (CreateTopics/CreatePartitions), one per partition from 0, or
+    # none: the first live gateway listed is the partition's preferred owner (cluster/assignment).
+    preferred: tuple[tuple[int, ...], ...] = ()
 
     def config(self, key: str) -> str:
         """Effective value: the override, else Kafka's default."""
@@ -58,15 +62,19 @@ class TopicInfo:
         return int(self.config(key))
 
     def to_bytes(self, created_ms: int | None = None) -> bytes:
-        doc = {"topic_id": self.topic_id.hex, "partitions": self.partitions, "configs": self.configs,
-               "created_ms": created_ms if created_ms is not None else int(time.time() * 1000)}
+        doc: dict[str, object] = {
+            "topic_id": self.topic_id.hex, "partitions": self.partitions, "configs": self.configs,
+            "created_ms": created_ms if created_ms is not None else int(time.time() * 1000)}
+        if self.preferred:
+            doc["preferred"] = [list(r) for r in self.preferred]
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
     def from_bytes(cls, name: str, data: bytes) -> TopicInfo:
         doc = json.loads(data)
         return cls(name=name, topic_id=uuid.UUID(hex=doc["topic_id"]), partitions=int(doc["partitions"]),
-                   configs={str(k): str(v) for k, v in doc.get("configs", {}).items()})
+                   configs={str(k): str(v) for k, v in doc.get("configs", {}).items()},
+                   preferred=tuple(tuple(int(b) for b in r) for r in doc.get("preferred", ())))
 
 
 def _err(code: ErrorCode, msg: str) -> KafkaApiError:
@@ -159,8 +167,10 @@ class TopicRegistry:
     # -- writes --
 
     async def create(
-        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False
+        self, name: str, partitions: int, configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+        preferred: tuple[tuple[int, ...], ...] = (),
     ) -> TopicInfo:
+        """`preferred`: a manual replica assignment per partition (already checked), or none."""
         check_name(name)
         if partitions < 1:
             raise _err(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
@@ -174,7 +184,8 @@ class TopicRegistry:
         for other in await self._meta.children(paths.TOPICS):
             if other != name and collision_key(other) == key:
                 raise _err(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
-        info = TopicInfo(name=name, topic_id=uuid.uuid4(), partitions=partitions, configs=overrides)
+        info = TopicInfo(name=name, topic_id=uuid.uuid4(), partitions=partitions, configs=overrides,
+                         preferred=preferred)
         if validate_only:
             return info
         try:
@@ -204,25 +215,35 @@ class TopicRegistry:
         self._fire()
         return info
 
-    async def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> TopicInfo:
+    async def add_partitions(
+        self, name: str, total: int, *, validate_only: bool = False,
+        check: Callable[[TopicInfo], tuple[tuple[int, ...], ...]] | None = None,
+    ) -> TopicInfo:
+        """Grow to `total` partitions. `check(info)`, given the current topic, validates a manual
+        assignment for the new partitions and returns it (raising KafkaApiError to refuse)."""
+
         def mutate(info: TopicInfo) -> TopicInfo:
             if total < info.partitions:
-                raise _err(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {info.partitions} partitions, "
-                                                         f"which is higher than the requested {total}.")
+                raise _err(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {info.partitions} "
+                                                         f"partition(s); {total} would not be an increase.")
             if total == info.partitions:
-                raise _err(ErrorCode.INVALID_PARTITIONS, f"Topic already has {info.partitions} partitions.")
+                raise _err(ErrorCode.INVALID_PARTITIONS, f"Topic already has {info.partitions} partition(s).")
             if total > MAX_PARTITIONS:
                 raise _err(ErrorCode.INVALID_PARTITIONS, f"Number of partitions {total} is above the limit of "
                                                          f"{MAX_PARTITIONS} per topic.")
-            return TopicInfo(info.name, info.topic_id, total, info.configs)
+            added = check(info) if check is not None else ()
+            preferred = info.preferred
+            if added or preferred:
+                # Partitions without a manual assignment keep an empty preference.
+                preferred = preferred + ((),) * (info.partitions - len(preferred)) + added
+            return dataclasses.replace(info, partitions=total, preferred=preferred)
 
         return await self._update(name, mutate, validate_only)
 
     async def alter_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
         """Replace the topic's whole set of overrides (validated)."""
         new = check_configs(dict(configs))
-        return await self._update(name, lambda info: TopicInfo(info.name, info.topic_id, info.partitions, new),
-                                  validate_only)
+        return await self._update(name, lambda info: dataclasses.replace(info, configs=new), validate_only)
 
     async def modify_configs(
         self, name: str, mutate: Callable[[dict[str, str]], dict[str, str]], *, validate_only: bool = False
@@ -231,7 +252,7 @@ class TopicRegistry:
 
         def apply(info: TopicInfo) -> TopicInfo:
             new = check_configs(dict(mutate(dict(info.configs))))
-            return TopicInfo(info.name, info.topic_id, info.partitions, new)
+            return dataclasses.replace(info, configs=new)
 
         return await self._update(name, apply, validate_only)
 

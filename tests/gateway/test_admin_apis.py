@@ -4,13 +4,16 @@ confluent-kafka's admins, unchanged, on the cluster operations Quire answers as 
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from confluent_kafka import ElectionType, KafkaError
+from confluent_kafka import ElectionType, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import TopicPartition
 from kafka import errors as Errors
 from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KNewTopic
 
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.describe_topic_partitions import (
@@ -21,6 +24,7 @@ from kafka_wire.messages.describe_topic_partitions import (
 )
 from kafka_wire.messages.metadata import MetadataRequest, MetadataResponse
 from tests.support.gateway import RawKafka, StandaloneGateway
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,8 +33,15 @@ pytestmark = pytest.mark.timeout(120)
 def topics(module_standalone: StandaloneGateway) -> list[str]:
     names = ["adm-dtp-a", "adm-dtp-b", "adm-dtp-c"]
     admin = AdminClient({"bootstrap.servers": module_standalone.bootstrap})
-    for _name, fut in admin.create_topics([NewTopic(n, i + 2, 1) for i, n in enumerate(names)]).items():
+    for fut in admin.create_topics([NewTopic(n, i + 2, 1) for i, n in enumerate(names)]).values():
         fut.result(15)
+
+    def served() -> bool:  # every partition owned and open, so answers no longer change
+        with RawKafka(module_standalone.bootstrap) as c:
+            md = c.request(3, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names]))
+        return all(p.leader_id >= 0 and p.leader_epoch >= 0 for t in md.topics for p in t.partitions)
+
+    asyncio.run(eventually(served, what="partitions of the new topics served"))
     return names
 
 
@@ -120,3 +131,36 @@ def test_confluent_elect_leaders(module_standalone: StandaloneGateway, topics: l
     ((tp, err),) = res.items()
     assert (tp.topic, tp.partition) == (topics[1], 0)
     assert err is not None and err.code() == KafkaError.ELECTION_NOT_NEEDED
+
+
+def test_manual_replica_assignments_confluent(module_standalone: StandaloneGateway) -> None:
+    """confluent-kafka's admin: a topic placed on the one live gateway is created, then grown
+    with an assignment; naming an unknown gateway is refused with INVALID_REPLICA_ASSIGNMENT."""
+    admin = AdminClient({"bootstrap.servers": module_standalone.bootstrap})
+    me = min(admin.describe_cluster().result(15).nodes, key=lambda n: n.id).id
+    admin.create_topics([NewTopic("adm-placed", 2, replica_assignment=[[me], [me]])])["adm-placed"].result(15)
+    with pytest.raises(KafkaException) as bad:
+        admin.create_topics([NewTopic("adm-misplaced", 1, replica_assignment=[[me + 100]])])["adm-misplaced"].result(15)
+    assert bad.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    admin.create_partitions([NewPartitions("adm-placed", 3, replica_assignment=[[me]])])["adm-placed"].result(15)
+    with pytest.raises(KafkaException) as bad:
+        admin.create_partitions([NewPartitions("adm-placed", 4, replica_assignment=[[me, me]])])["adm-placed"].result(15)
+    assert bad.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+
+    def placed() -> bool:  # the new partition gets its owner a moment after CreatePartitions
+        md = admin.list_topics("adm-placed", timeout=15).topics["adm-placed"]
+        return sorted(md.partitions) == [0, 1, 2] and {p.leader for p in md.partitions.values()} == {me}
+
+    asyncio.run(eventually(placed, what="3 partitions led by the assigned gateway"))
+
+
+def test_manual_replica_assignments_kafka_python(module_standalone: StandaloneGateway) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=module_standalone.bootstrap)
+    try:
+        me = admin.describe_cluster()["brokers"][0]["broker_id"]
+        resp = admin.create_topics([KNewTopic("adm-kp-placed", -1, -1, replica_assignments={0: [me], 1: [me]})])
+        assert [(t["name"], t["error_code"], t["num_partitions"]) for t in resp["topics"]] == [("adm-kp-placed", 0, 2)]
+        with pytest.raises(Errors.InvalidReplicationAssignmentError):
+            admin.create_topics([KNewTopic("adm-kp-misplaced", -1, -1, replica_assignments={0: [me, me]})])
+    finally:
+        admin.close()

@@ -57,3 +57,14 @@ def test_membership_changes_move_few_partitions() -> None:
         one_left = assign_topic(tid, 60, [1, 3])
         kept = sum(1 for a, b in zip(three, one_left) if a == b)
         assert kept >= 35
+
+
+def test_manual_assignment_prefers_first_live_listed_node() -> None:
+    tid = uuid.UUID(int=42)
+    plain = assign_topic(tid, 4, [1, 2, 3])
+    # Partition 0 listed 3 then 1; partition 1 only a dead node; 2 and 3 no assignment.
+    preferred = ((3, 1), (9,), (), ())
+    owners = assign_topic(tid, 4, [1, 2, 3], preferred)
+    assert owners == (3, plain[1], plain[2], plain[3])
+    assert assign_topic(tid, 4, [1, 2], preferred)[0] == 1  # 3 gone: the next listed live node
+    assert assigned_node(tid, 4, 0, [1, 2, 3], preferred) == 3

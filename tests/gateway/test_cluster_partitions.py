@@ -261,3 +261,13 @@ async def test_clean_close_releases_everything(start_gateway: StartGateway, open
     with pytest.raises(KafkaApiError) as e:
         await a.partitions.get(topic, 0)
     assert e.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_manual_assignment_names_the_owner(start_gateway: StartGateway, opens: Opens) -> None:
+    a, b = await start_gateway(1), await start_gateway(2)
+    await eventually(lambda: len(a.cluster.gateways()) == 2 and len(b.cluster.gateways()) == 2)
+    topic = await a.topics.create("placed", 3, {}, preferred=((2, 1), (1,), (2,)))
+    await eventually(lambda: sorted(a.owned(topic)) == [1] and sorted(b.owned(topic)) == [0, 2])
+    grown = await a.topics.add_partitions("placed", 4, check=lambda info: ((1,),))
+    assert grown.preferred == ((2, 1), (1,), (2,), (1,))
+    await eventually(lambda: sorted(a.owned(grown)) == [1, 3] and sorted(b.owned(grown)) == [0, 2])

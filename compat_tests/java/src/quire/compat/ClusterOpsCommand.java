@@ -13,6 +13,7 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FeatureUpdate;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
@@ -25,7 +26,8 @@ import org.apache.kafka.common.quota.ClientQuotaFilter;
  * The cluster operations admin tools call, on one new topic of 2 partitions: describe its
  * partitions (DescribeTopicPartitions), elect preferred leaders, list and alter partition
  * reassignments, describe the metadata quorum, describe and update features, describe client
- * quotas. Each result or error class is emitted.
+ * quotas; create a topic and add a partition with manual replica assignments. Each result or
+ * error class is emitted.
  */
 final class ClusterOpsCommand {
     private ClusterOpsCommand() {}
@@ -70,6 +72,18 @@ final class ClusterOpsCommand {
                     Map.of("quire.test.version", new FeatureUpdate((short) 1, FeatureUpdate.UpgradeType.UPGRADE)),
                     new UpdateFeaturesOptions()).all().get()));
             Harness.emit("quotas", "count", admin.describeClientQuotas(ClientQuotaFilter.all()).entities().get().size());
+
+            // Manual replica assignments naming the owner gateway, then an unknown one.
+            String placed = topic + "-placed";
+            admin.createTopics(List.of(new NewTopic(placed, Map.of(0, List.of(owner), 1, List.of(owner)))))
+                    .all().get();
+            admin.createPartitions(Map.of(placed, NewPartitions.increaseTo(3, List.of(List.of(owner))))).all().get();
+            Harness.emit("placed", "partitions", awaitLeaders(admin, placed).partitions().stream()
+                    .map(pi -> pi.leader().id() == owner).toList());
+            Harness.emit("misplaced", "error", errorOf(() -> admin.createTopics(List.of(
+                    new NewTopic(topic + "-misplaced", Map.of(0, List.of(owner + 100))))).all().get()),
+                    "grow_error", errorOf(() -> admin.createPartitions(Map.of(placed,
+                            NewPartitions.increaseTo(4, List.of(List.of(owner, owner))))).all().get()));
         }
     }
 

@@ -4,6 +4,7 @@ and Quire, node ids normalised away, every error code and shape compared."""
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from compat_tests.support.allowlist import Differences
 from compat_tests.support.clients import unique
 from compat_tests.support.differential import Observations, run_both
 from compat_tests.support.targets import Target
-from compat_tests.support.wire import Wire
+from compat_tests.support.wire import PRODUCE, Wire
 from kafka_wire.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest as APR
 from kafka_wire.messages.create_partitions import CreatePartitionsRequest as CP
 from kafka_wire.messages.create_topics import CreateTopicsRequest as CT
@@ -21,7 +22,10 @@ from kafka_wire.messages.describe_quorum import DescribeQuorumRequest as DQ
 from kafka_wire.messages.describe_topic_partitions import DescribeTopicPartitionsRequest as DTP
 from kafka_wire.messages.elect_leaders import ElectLeadersRequest as EL
 from kafka_wire.messages.list_partition_reassignments import ListPartitionReassignmentsRequest as LPR
+from kafka_wire.messages.produce import ProduceRequest as P
 from kafka_wire.messages.update_features import UpdateFeaturesRequest as UF
+from kafka_wire.records.builder import NewRecord, build_batch
+from kafka_wire.records.compression import Compression
 
 pytestmark = pytest.mark.compat(suite="differential", client="raw protocol")
 
@@ -238,3 +242,53 @@ def manual_assignments(bootstrap: str) -> Observations:
 
 def test_manual_assignments(target: Target, apache_kafka: Target, differences: Differences) -> None:
     run_both(differences, target, apache_kafka, manual_assignments)
+
+
+def _produce_full(w: Wire, topic: str, records: bytes, now: int) -> Observations:
+    resp = w.call(PRODUCE, P(acks=-1, timeout_ms=30000, topic_data=[P.TopicProduceData(name=topic, partition_data=[
+        P.PartitionProduceData(index=0, records=records)])]))
+    (p,) = resp.responses[0].partition_responses
+
+    def norm(m: str | None) -> str | None:  # the broker's clock is in the bounds it prints
+        if m is None:
+            return None
+        m = re.sub(r"Timestamp (-?\d+)", lambda t: f"Timestamp now{(int(t[1]) - now) / 3_600_000:+.1f}h", m)
+        return re.sub(r"within \[-?\d+, -?\d+\]", "within [LOW, HIGH]", m)
+
+    return {"error": int(p.error_code), "message": p.error_message, "base_offset": p.base_offset,
+            "record_errors": [(e.batch_index, norm(e.batch_index_error_message)) for e in p.record_errors]}
+
+
+def record_errors(bootstrap: str) -> Observations:
+    """Produce batches with records out of message.timestamp.before/after.max.ms: Kafka refuses the
+    batch with INVALID_TIMESTAMP and names each bad record (RecordErrors)."""
+    now = int(time.time() * 1000)
+    hour = 3_600_000
+    base = unique("d-recerr")
+    out: Observations = {}
+    with Wire(bootstrap) as w:
+        after, before, both = base + "-after", base + "-before", base + "-both"
+        w.create(after, configs={"message.timestamp.after.max.ms": str(hour)})
+        w.create(before, configs={"message.timestamp.before.max.ms": str(hour)})
+        w.create(both, configs={"message.timestamp.before.max.ms": str(hour),
+                                "message.timestamp.after.max.ms": str(hour)})
+
+        def recs(*offsets_h: float, compression: Compression = Compression.NONE) -> bytes:
+            return build_batch([NewRecord(b"k%d" % i, b"v", (), now + int(h * hour)) for i, h in enumerate(offsets_h)],
+                               compression=compression)
+
+        out["after.ok"] = _produce_full(w, after, recs(0, 0.5, -100), now)
+        out["after.one_future"] = _produce_full(w, after, recs(0, 2, 0.5), now)
+        out["after.all_future"] = _produce_full(w, after, recs(3, 2, 5), now)
+        out["after.compressed"] = _produce_full(w, after, recs(0, 4, 0, 6, compression=Compression.GZIP), now)
+        out["before.ok"] = _produce_full(w, before, recs(0, -0.5, 0.5), now)
+        out["before.default_after_limit"] = _produce_full(w, before, recs(0, 100), now)
+        # The first record is in range: only a record read shows the second is not.
+        out["before.second_old"] = _produce_full(w, before, recs(0, -2, 0), now)
+        out["both.mixed"] = _produce_full(w, both, recs(-3, 0, 3, -0.5), now)
+        out["both.then_ok"] = _produce_full(w, both, recs(0), now)
+    return out
+
+
+def test_record_errors(target: Target, apache_kafka: Target, differences: Differences) -> None:
+    run_both(differences, target, apache_kafka, record_errors)

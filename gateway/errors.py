@@ -16,3 +16,13 @@ class KafkaApiError(Exception):
 class HandlerImportError(Exception):
     """A Kafka API handler module failed to import: the gateway does not start, since running
     without that module's APIs would look healthy while serving less."""
+
+
+class RecordValidationError(KafkaApiError):
+    """A batch refused because of some of its records, as Kafka's RecordValidationException:
+    the partition's error and message, and per record (index in the batch, message): the
+    produce response's RecordErrors."""
+
+    def __init__(self, error_code: int, message: str, record_errors: list[tuple[int, str | None]]) -> None:
+        super().__init__(error_code, message)
+        self.record_errors = record_errors

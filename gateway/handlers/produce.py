@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.context import RequestContext
 from gateway.dispatch import CloseConnection
-from gateway.errors import KafkaApiError
+from gateway.errors import KafkaApiError, RecordValidationError
 from gateway.metrics import bytes_in, produce_answered
 from gateway.partition.log import AppendResult
 from gateway.partition.lookup import TopicCache
@@ -68,6 +68,14 @@ def _error(index: int, code: int, message: str = "") -> PartitionResponse:
                              log_start_offset=-1, error_message=message or None)
 
 
+def _record_errors(index: int, e: RecordValidationError) -> PartitionResponse:
+    """A batch refused for some of its records: Kafka's RecordErrors (v8+) beside the error."""
+    out = _error(index, e.error_code, e.message)
+    out.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                         for i, m in e.record_errors]
+    return out
+
+
 async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceResponse | None:
     version = ctx.api_version
     try:
@@ -96,6 +104,9 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
                     timestamp_after_max_ms=info.config_int("message.timestamp.after.max.ms"),
                 )
                 bytes_in(info.name, records)
+            except RecordValidationError as e:
+                slots.append((topic, index, _record_errors(index, e)))
+                continue
             except KafkaApiError as e:
                 code = e.error_code
                 if code == ErrorCode.UNKNOWN_TOPIC_ID and version < 13:

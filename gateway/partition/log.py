@@ -28,6 +28,7 @@ from gateway.errors import KafkaApiError
 from gateway.partition.config import fallback_replication, log_config_for
 from gateway.partition.epochs import EpochHistory
 from gateway.partition.producers import BatchMeta, ProducerStateError, ProducerStates
+from gateway.partition.record_checks import check_timestamps
 from gateway.partition.recovery import rebuild
 from gateway.paths import partition_log_name
 from kafka_log.index import NO_TIMESTAMP, LedgerIndex
@@ -260,7 +261,7 @@ class PartitionLog:
                 f"the batch is {size} bytes, more than max.message.bytes {max_message_bytes}",
             )
         if not log_append_time and (timestamp_before_max_ms is not None or timestamp_after_max_ms is not None):
-            self._check_timestamps(h[7], h[8], timestamp_before_max_ms, timestamp_after_max_ms)
+            check_timestamps(batch, _now_ms(), timestamp_before_max_ms, timestamp_after_max_ms)
         lod, pid, pepoch, first_seq = h[6], h[9], h[10], h[11]
         loop = asyncio.get_running_loop()
         last_seq = -1
@@ -290,18 +291,6 @@ class PartitionLog:
         fut = self.ml.append(batch.memoryview())
         fut.add_done_callback(functools.partial(self._on_confirmed, base, nxt, max_ts, append_time, out))
         return out
-
-    @staticmethod
-    def _check_timestamps(base_ts: int, max_ts: int, before_max: int | None, after_max: int | None) -> None:
-        """message.timestamp.before/after.max.ms, checked on the batch's first and max
-        timestamps (Kafka checks every record; the hot path reads no records)."""
-        now = _now_ms()
-        if after_max is not None and max_ts - now > after_max:
-            raise KafkaApiError(int(ErrorCode.INVALID_TIMESTAMP),
-                                f"timestamp {max_ts} is more than {after_max} ms ahead of the broker's clock")
-        if before_max is not None and 0 <= base_ts and now - base_ts > before_max:
-            raise KafkaApiError(int(ErrorCode.INVALID_TIMESTAMP),
-                                f"timestamp {base_ts} is more than {before_max} ms behind the broker's clock")
 
     def _duplicate(self, dup: BatchMeta) -> asyncio.Future[AppendResult]:
         """Kafka answers a resent batch with the original's offsets, once that is durable."""

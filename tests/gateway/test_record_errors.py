@@ -8,6 +8,8 @@ import time
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
+from kafka import errors as Errors
 
 from gateway.errors import KafkaApiError, RecordValidationError
 from gateway.partition.record_checks import LONG_MAX, check_timestamps
@@ -81,3 +83,17 @@ def test_produce_answers_record_errors(module_standalone: StandaloneGateway) -> 
     producer.produce("rec-err", b"fine", on_delivery=lambda err, _m: errors.append(err))
     assert producer.flush(30) == 0
     assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_TIMESTAMP, None]
+
+
+def test_kafka_python_producer_sees_invalid_timestamp(module_standalone: StandaloneGateway) -> None:
+    admin = AdminClient({"bootstrap.servers": module_standalone.bootstrap})
+    admin.create_topics([NewTopic("rec-err-kp", 1, 1, config={"message.timestamp.after.max.ms": str(HOUR)})]
+                        )["rec-err-kp"].result(15)
+    producer = KafkaProducer(bootstrap_servers=module_standalone.bootstrap, retries=0)
+    try:
+        now = int(time.time() * 1000)
+        with pytest.raises(Errors.InvalidTimestampError):
+            producer.send("rec-err-kp", b"late", timestamp_ms=now + 5 * HOUR).get(30)
+        assert producer.send("rec-err-kp", b"fine", timestamp_ms=now).get(30).offset == 0
+    finally:
+        producer.close()

@@ -1,10 +1,12 @@
 """What Spark's driver and tasks know of Quire: topics and partitions from the metadata store,
 each partition's ledgers with their offset ranges (the offset index kept in ledger properties),
 the offsets a query starts and ends at, and the stored batches of an offset range read straight
-from the bookies through the non-owning reader (nothing fenced, nothing past the LAC)."""
+from the bookies through the non-owning reader (nothing fenced, nothing past the LAC), or from
+the offload tier for ledgers offloaded there."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -20,11 +22,13 @@ from kafka_wire.records import RecordBatch, TimestampType
 from pipeline.options import EARLIEST, LATEST, SLICE_BYTES, Bound, OptionError, SourceOptions, TopicPartition
 from store.ledger.client import LedgerClient
 from store.managed.errors import NoSuchLogError
-from store.managed.metadata import LogMetadata
+from store.managed.metadata import LogMetadata, OffloadInfo
 from store.managed.position import Position
 from store.managed.readonly import ManagedLogReader
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
+from store.offload import OffloadSettings, make_tier
+from store.offload.tier import Tier
 from store.retry import Backoff, Retry
 
 LAC_WAIT_S = 30.0  # how long a task waits for bookies to confirm entries its plan counted
@@ -98,13 +102,42 @@ def _spans(md: LogMetadata) -> list[LedgerSpan]:
     return out
 
 
-class Quire:
-    """One connection to a cluster's metadata store and bookies (per driver call or task)."""
+class LazyTier:
+    """The offload tier, built on the first read of an offloaded ledger: a query that reads none
+    never creates an S3 client (nor waits on its bucket check)."""
 
-    def __init__(self, meta_url: str) -> None:
+    def __init__(self, settings: OffloadSettings) -> None:
+        self.settings = settings
+        self.driver = settings.driver
+        self._tier: asyncio.Future[Tier | None] | None = None
+
+    async def read(self, info: OffloadInfo, first: int, last: int, max_bytes: int) -> list[bytes]:
+        if self._tier is None:
+            self._tier = asyncio.ensure_future(asyncio.to_thread(make_tier, self.settings))
+        tier = await asyncio.shield(self._tier)
+        assert tier is not None  # settings of a configured tier (driver fs or s3)
+        return await tier.read(info, first, last, max_bytes)
+
+    async def close(self) -> None:
+        if self._tier is None:
+            return
+        try:
+            tier = await self._tier
+        except Exception:  # it failed to build: the read that needed it raised already
+            return
+        if tier is not None:
+            await tier.close()
+
+
+class Quire:
+    """One connection to a cluster's metadata store, bookies and offload tier (per driver call
+    or task)."""
+
+    def __init__(self, meta_url: str, offload: OffloadSettings | None = None) -> None:
         self.meta_url = meta_url
         self.meta: MetaStore = open_meta(meta_url)
         self.client: LedgerClient | None = None
+        self.tier = LazyTier(offload) if offload is not None else None
 
     async def __aenter__(self) -> Quire:
         await self.meta.start()
@@ -114,12 +147,14 @@ class Quire:
     async def __aexit__(self, *exc: object) -> None:
         if self.client is not None:
             await self.client.close()
+        if self.tier is not None:
+            await self.tier.close()
         await self.meta.close()
 
     async def open_log(self, name: str) -> ManagedLogReader | None:
         assert self.client is not None
         try:
-            return await ManagedLogReader.open(self.meta, self.client, name)
+            return await ManagedLogReader.open(self.meta, self.client, name, offloaded=self.tier)
         except NoSuchLogError:
             return None
 

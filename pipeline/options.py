@@ -1,5 +1,6 @@
 """The options of the `quire` data source: Spark's Kafka source's names and meanings (so a job
-switches by changing the format name), plus `quire.meta`. Parsing and validation only; every
+switches by changing the format name), plus `quire.meta` and the offload tier's settings
+(`quire.offload.*`, `quire.config`: a server.properties holding them). Parsing and validation only; every
 error names the option, worded as Spark's Kafka source words it where it has the same check."""
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from quire import settings as st
+from store.offload import OffloadSettings
 
 EARLIEST = -2  # Spark's (and Kafka's ListOffsets') sentinels in per-partition JSON
 LATEST = -1
@@ -45,6 +49,8 @@ class SourceOptions:
     include_headers: bool = False
     fail_on_data_loss: bool = True
     slice_bytes: int = SLICE_BYTES
+    # Settings, not a tier: each task builds its own tier (thread pool, S3 client) from them.
+    offload: OffloadSettings | None = None
 
 
 def meta_url(value: str) -> str:
@@ -55,6 +61,20 @@ def meta_url(value: str) -> str:
     if not v:
         raise OptionError("Option 'quire.meta' must be zk://host:port/chroot or a standalone's data dir")
     return f"embedded://{os.path.abspath(os.path.join(v, 'meta'))}"
+
+
+def offload(opts: Mapping[str, str]) -> OffloadSettings | None:
+    """The offload tier of options named as the settings (`quire.offload.driver`, ...), over
+    `quire.config`'s file and QUIRE_OFFLOAD_*, defaulting as `quire admin` does: the fs tier
+    under the data dir when `quire.meta` is one; None when offload is off."""
+    given = {k: v for k, v in opts.items() if k.startswith("quire.offload.")}
+    meta = opts.get("quire.meta", "").strip()
+    data_dir = None if meta.startswith(("zk://", "embedded://")) or not meta else os.path.abspath(meta)
+    try:
+        r = st.resolve(st.GATEWAY, None, file=opts.get("quire.config"), given=given)
+        return st.offload_settings(r, data_dir or r.get_value("quire.data.dir"))
+    except st.SettingsError as e:
+        raise OptionError(f"Invalid offload option: {e}") from None
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -182,6 +202,7 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     out.include_headers = _bool_option(opts, "includeheaders", "includeHeaders", False)
     out.fail_on_data_loss = _bool_option(opts, "failondataloss", "failOnDataLoss", True)
     out.slice_bytes = _int_option(opts, "quire.slicebytes", "quire.sliceBytes") or SLICE_BYTES
+    out.offload = offload(opts)
     return out
 
 

@@ -145,7 +145,7 @@ async def _states(q: Quire, o: opt.SourceOptions, parts: set[int] | None = None)
 
 
 async def _plan_batch(o: opt.SourceOptions, pruning: Pruning) -> list[Slice]:
-    async with Quire(o.meta_url) as q:
+    async with Quire(o.meta_url, o.offload) as q:
         out: list[Slice] = []
         for st in await _states(q, o, pruning.partitions):
             start = await q.resolve(st, o.starting, starting=True, strategy=o.timestamp_strategy)
@@ -165,7 +165,7 @@ class SliceReader:
         schema = arrow_schema(self.schema)
 
         async def batches() -> AsyncIterator[pa.RecordBatch]:
-            async with Quire(self.opts.meta_url) as q:
+            async with Quire(self.opts.meta_url, self.opts.offload) as q:
                 async for chunk in q.read_range(sl, fail_on_data_loss=self.opts.fail_on_data_loss):
                     yield to_arrow(chunk, sl.topic, sl.partition, sl.start, sl.end, schema)
 
@@ -220,7 +220,7 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader, SupportsTriggerAvai
 
     def _latest(self) -> dict[opt.TopicPartition, int]:
         async def go() -> dict[opt.TopicPartition, int]:
-            async with Quire(self.opts.meta_url) as q:
+            async with Quire(self.opts.meta_url, self.opts.offload) as q:
                 return {(st.topic, st.partition): st.latest for st in await _states(q, self.opts)}
 
         return run(go())
@@ -230,7 +230,7 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader, SupportsTriggerAvai
 
     def initialOffset(self) -> dict:
         async def go() -> TopicOffsets:
-            async with Quire(self.opts.meta_url) as q:
+            async with Quire(self.opts.meta_url, self.opts.offload) as q:
                 out = {}
                 for st in await _states(q, self.opts):
                     out[(st.topic, st.partition)] = await q.resolve(
@@ -258,7 +258,7 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader, SupportsTriggerAvai
         begin, until = from_json_offsets(start), from_json_offsets(end)
 
         async def go() -> list[Slice]:
-            async with Quire(self.opts.meta_url) as q:
+            async with Quire(self.opts.meta_url, self.opts.offload) as q:
                 out: list[Slice] = []
                 for st in await _states(q, self.opts):
                     tp = (st.topic, st.partition)

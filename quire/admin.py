@@ -34,13 +34,12 @@ from typing import Any
 
 from gateway.cluster import inspect
 from quire import settings as st
-from quire.gateway import offload_settings
 from store.ledger.client import LedgerClient
 from store.ledger.errors import LedgerError
 from store.managed.errors import ManagedLogError
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
-from store.offload import make_tier, offloader
+from store.offload import offloader
 from store.offload.tier import Tier
 from store.recovery import service as recovery
 
@@ -450,8 +449,7 @@ def _offload_tier(args: argparse.Namespace) -> tuple[Tier | None, int]:
     """The offload tier of quire.offload.* (from --config, QUIRE_OFFLOAD_*, the data dir), and
     the cleanup margin."""
     r = st.resolve(st.GATEWAY, None, file=getattr(args, "config", None))
-    s = offload_settings(r, args.data_dir or r.get_value("quire.data.dir"))
-    return (make_tier(s) if s is not None else None), r.get_value("quire.offload.cleanup.margin.ms")
+    return st.offload_tier(r, args.data_dir or r.get_value("quire.data.dir")), r.get_value("quire.offload.cleanup.margin.ms")
 
 
 async def _run_offload(args: argparse.Namespace, meta: MetaStore) -> tuple[int, Any, str]:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from gateway.config import GatewayConfig
 from quire import settings as st
 from store.metrics import start_metrics
-from store.offload import OffloadSettings
 from store.tasks import run_async
 
 
@@ -37,7 +35,7 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
         group_min_session_timeout_ms=r.get_value("group.min.session.timeout.ms"),
         group_max_session_timeout_ms=r.get_value("group.max.session.timeout.ms"),
         cache_mb=r.get_value("quire.cache.mb"), topic_defaults=topic_defaults,
-        offload=offload_settings(r, fixed.get("data_dir") or r.get_value("quire.data.dir")),
+        offload=st.offload_settings(r, fixed.get("data_dir") or r.get_value("quire.data.dir")),
         offload_deletion_lag_ms=r.get_value("quire.offload.deletion.lag.ms"),
         offload_cleanup_margin_ms=r.get_value("quire.offload.cleanup.margin.ms"),
         offload_max_concurrent_ledgers=r.get_value("quire.offload.max.concurrent.ledgers"),
@@ -49,25 +47,6 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
         return GatewayConfig(**kwargs, broker_settings=st.described(r, role, shown))
     except ValueError as err:
         raise st.SettingsError(str(err)) from None
-
-
-def offload_settings(r: st.Resolved, data_dir: str | None) -> OffloadSettings | None:
-    """The offload tier from quire.offload.*; fs without a directory or data dir: none."""
-    driver = r.get_value("quire.offload.driver")
-    directory = r.get_value("quire.offload.dir") or (str(Path(data_dir) / "offload") if data_dir else "")
-    if driver == "none" or (driver == "fs" and not directory):
-        return None
-    if driver not in ("fs", "s3"):
-        raise st.SettingsError(f"quire.offload.driver: {driver!r} is not fs, s3 or none")
-    return OffloadSettings(
-        driver=driver, directory=directory,
-        s3_endpoint=r.get_value("quire.offload.s3.endpoint") or "",
-        s3_bucket=r.get_value("quire.offload.s3.bucket"), s3_prefix=r.get_value("quire.offload.s3.prefix") or "",
-        s3_region=r.get_value("quire.offload.s3.region") or "",
-        s3_access_key=r.get_value("quire.offload.s3.access.key") or "",
-        s3_secret_key=r.get_value("quire.offload.s3.secret.key") or "",
-        concurrency=r.get_value("quire.offload.concurrency"),
-    )
 
 
 def main(args: argparse.Namespace) -> int:

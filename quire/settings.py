@@ -26,11 +26,13 @@ from store.bookie.bookie import BookieConfig
 from store.bookie.disk import DiskConfig
 from store.managed.cache import DEFAULT_CACHE_BYTES
 from store.metrics import DEFAULT_METRICS, metrics_address
+from store.offload import OffloadSettings, make_tier
 from store.offload.offloader import (
     DEFAULT_CLEANUP_MARGIN_MS,
     DEFAULT_DELETION_LAG_MS,
     DEFAULT_MAX_CONCURRENT_LEDGERS,
 )
+from store.offload.tier import Tier
 from store.recovery.service import RecoveryConfig
 
 log = logging.getLogger(__name__)
@@ -326,10 +328,11 @@ def add_arguments(parser: argparse.ArgumentParser, role: str) -> None:
 
 
 def resolve(role: str, args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None,
-            file: str | os.PathLike[str] | None = None) -> Resolved:
+            file: str | os.PathLike[str] | None = None, given: Mapping[str, str] | None = None) -> Resolved:
     """Every setting of `role` with its value and where it came from. SettingsError on an unknown
-    key in the file, an unreadable file, or a value of the wrong type; keys of other roles are
-    ignored (with a warning)."""
+    key in the file or in `given`, an unreadable file, or a value of the wrong type; keys of
+    other roles are ignored (with a warning). `given`: values by key, taking a flag's precedence
+    (a Spark data source's options)."""
     env = os.environ if env is None else env
     settings = for_role(role)
     mine = {s.key for s in settings}
@@ -348,6 +351,10 @@ def resolve(role: str, args: argparse.Namespace | None = None, env: Mapping[str,
                             extra={"fields": {"event": "setting_ignored", "key": key, "role": role}})
                 continue
             from_file[s.key] = (s, raw)
+    given = dict(given or {})
+    for key in given:
+        if _BY_ANY_KEY.get(key) is None:
+            raise SettingsError(f"unknown setting {key!r} (see the README's settings table)")
     out = Resolved()
     for s in settings:
         v = Value(s.default_for(role), "default")
@@ -359,8 +366,35 @@ def resolve(role: str, args: argparse.Namespace | None = None, env: Mapping[str,
         flag = getattr(args, s.dest, None) if args is not None else None
         if flag is not None:
             v = Value(flag if isinstance(flag, bool) else _parse(s.type, flag, f"{s.key} ({s.flag_name})"), "flag")
+        if s.key in given:
+            v = Value(_parse(s.type, given[s.key], s.key), "option")
         out[s.key] = v
     return out
+
+
+def offload_settings(r: Resolved, data_dir: str | None) -> OffloadSettings | None:
+    """The offload tier from quire.offload.*; fs without a directory or data dir: none."""
+    driver = r.get_value("quire.offload.driver")
+    directory = r.get_value("quire.offload.dir") or (str(Path(data_dir) / "offload") if data_dir else "")
+    if driver == "none" or (driver == "fs" and not directory):
+        return None
+    if driver not in ("fs", "s3"):
+        raise SettingsError(f"quire.offload.driver: {driver!r} is not fs, s3 or none")
+    return OffloadSettings(
+        driver=driver, directory=directory,
+        s3_endpoint=r.get_value("quire.offload.s3.endpoint") or "",
+        s3_bucket=r.get_value("quire.offload.s3.bucket"), s3_prefix=r.get_value("quire.offload.s3.prefix") or "",
+        s3_region=r.get_value("quire.offload.s3.region") or "",
+        s3_access_key=r.get_value("quire.offload.s3.access.key") or "",
+        s3_secret_key=r.get_value("quire.offload.s3.secret.key") or "",
+        concurrency=r.get_value("quire.offload.concurrency"),
+    )
+
+
+def offload_tier(r: Resolved, data_dir: str | None) -> Tier | None:
+    """The tier readers of offloaded ledgers use (`quire admin`), or None when offload is off."""
+    s = offload_settings(r, data_dir)
+    return make_tier(s) if s is not None else None
 
 
 def hostport(value: str, what: str) -> tuple[str, int]:

@@ -5,6 +5,8 @@ pushed-down filters, and option parsing."""
 from __future__ import annotations
 
 import datetime as dt
+import os
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,7 @@ from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
 from pipeline.logs import LedgerSpan, PartitionState, plan_slices
 from pipeline.options import OptionError, parse
 from pipeline.source import Pruning, rate_limit
+from store.offload import OffloadSettings
 
 
 def state(spans: list[LedgerSpan], earliest: int = 0, latest: int = 100) -> PartitionState:
@@ -84,3 +87,23 @@ def test_options() -> None:
         parse({"quire.meta": "/d", "subscribe": "a", "startingOffsetsByTimestampStrategy": "x"}, streaming=False)
     with pytest.raises(OptionError, match="'assign'"):
         parse({"quire.meta": "/d", "assign": "a"}, streaming=False)
+
+
+def test_offload_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in [k for k in os.environ if k.startswith("QUIRE_")]:
+        monkeypatch.delenv(k)
+    # a standalone's data dir: its fs tier, as `quire admin --data-dir` finds it
+    o = parse({"quire.meta": "/data", "subscribe": "a"}, streaming=False)
+    assert o.offload == OffloadSettings(driver="fs", directory="/data/offload")
+    # a cluster: no tier unless configured; a server.properties, then options named as the settings
+    assert parse({"quire.meta": "zk://h:1/q", "subscribe": "a"}, streaming=False).offload is None
+    conf = tmp_path / "server.properties"
+    conf.write_text("quire.offload.driver=s3\nquire.offload.s3.bucket=b\nquire.offload.s3.endpoint=http://x:1\n")
+    s = parse({"quire.meta": "zk://h:1/q", "subscribe": "a", "quire.config": str(conf),
+               "quire.offload.s3.bucket": "c", "quire.offload.s3.access.key": "k"}, streaming=False).offload
+    assert s is not None and (s.driver, s.s3_endpoint, s.s3_bucket, s.s3_access_key) == ("s3", "http://x:1", "c", "k")
+    assert parse({"quire.meta": "/d", "subscribe": "a", "quire.offload.driver": "none"}, streaming=False).offload is None
+    with pytest.raises(OptionError, match=r"quire\.offload\.nope"):
+        parse({"quire.meta": "/d", "subscribe": "a", "quire.offload.nope": "1"}, streaming=False)
+    with pytest.raises(OptionError, match=r"quire\.offload\.driver"):
+        parse({"quire.meta": "/d", "subscribe": "a", "quire.offload.driver": "ftp"}, streaming=False)

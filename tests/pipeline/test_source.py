@@ -1,6 +1,7 @@
 """The `quire` PySpark data source against a real standalone: batch reads return exactly what
 a Kafka consumer of Quire returns (across ledger rollovers, every codec, null keys and values,
-headers), filters prune ledgers, bad options name the option, and a stream restarted from its
+headers), also once closed ledgers are offloaded (fs and SeaweedFS S3) and their bookie copies
+deleted; filters prune ledgers, bad options name the option, and a stream restarted from its
 checkpoint reads every record once. One Spark session (local[2]) for the whole module."""
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 import pipeline  # noqa: E402
 from gateway.cluster.inspect import topics as list_topics  # noqa: E402
-from pipeline.logs import Quire  # noqa: E402
+from pipeline.logs import Quire, Slice  # noqa: E402
 from pipeline.options import meta_url  # noqa: E402
-from tests.support.gateway import StandaloneGateway  # noqa: E402
+from store.ledger.errors import NoSuchLedgerError  # noqa: E402
+from tests.gateway.test_offload_clients import admin  # noqa: E402
+from tests.support.gateway import StandaloneFactory, StandaloneGateway  # noqa: E402
 from tests.support.wait import eventually  # noqa: E402
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -147,6 +150,63 @@ def test_batch_read_equals_kafka_consumer(spark: SparkSession, rolled: tuple[str
                                            "timestampType", "headers"]
     plain = reader(spark, data_dir, subscribePattern="roll.*")
     assert "headers" not in plain.columns and plain.count() == len(expected)
+
+
+@pytest.mark.parametrize("kind", ["fs", "s3"])
+def test_batch_read_of_offloaded_ledgers(spark: SparkSession, standalone_factory: StandaloneFactory,
+                                         request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> None:
+    """Closed ledgers offloaded, their bookie copies deleted: Spark reads them from the tier, the
+    fs tier found under the data dir as `quire admin` finds it, S3 from quire.config + options."""
+    args, opts = ["--offload-deletion-lag-ms", "0"], {}
+    if kind == "s3":
+        sw = request.getfixturevalue("seaweed")
+        bucket = sw.new_bucket()
+        args += ["--offload-driver", "s3", "--offload-s3-endpoint", sw.endpoint, "--offload-s3-bucket", bucket,
+                 "--offload-s3-access-key", sw.access_key, "--offload-s3-secret-key", sw.secret_key]
+        conf = tmp_path / "server.properties"
+        conf.write_text(f"quire.offload.driver=s3\nquire.offload.s3.endpoint={sw.endpoint}\n"
+                        f"quire.offload.s3.bucket={bucket}\n")
+        opts = {"quire.config": str(conf), "quire.offload.s3.access.key": sw.access_key,
+                "quire.offload.s3.secret.key": sw.secret_key}
+    gw = standalone_factory(extra_args=args)
+    bs, data_dir, url = gw.bootstrap, str(gw.data_dir), meta_url(str(gw.data_dir))
+    create_topic(bs, "tiered", 2, **{"remote.storage.enable": "true", "local.retention.bytes": "-1",
+                                     "local.retention.ms": "-1", "segment.bytes": str(1 << 20)})
+    produce(bs, "tiered", 2, per_codec=400, value_size=5000)  # ~5 MiB per partition
+    expected = consume_all(bs, "tiered", 2)
+    wait_confirmed(url, "tiered", expected)
+    admin(data_dir, "offload", "trigger", "tiered")
+    parts = admin(data_dir, "topics", "describe", "tiered")["partitions"]
+    tiered = {p: [lg for lg in d["ledgers"] if "offload" in lg] for p, d in enumerate(parts)}
+    assert all(len(lgs) >= 2 for lgs in tiered.values()), tiered
+    assert all(lg["offload"]["bookie_deleted"] and lg["offload"]["driver"] == kind
+               for lgs in tiered.values() for lg in lgs)
+    assert all(lgs[0]["first_offset"] == 0 for lgs in tiered.values())
+    ids = [lg["ledger_id"] for lgs in tiered.values() for lg in lgs]
+    asyncio.run(_bookie_copies_gone(url, ids, tiered[0][0]["next_offset"]))
+
+    df = reader(spark, data_dir, subscribe="tiered", includeHeaders="true", **{"quire.sliceBytes": "1"}, **opts)
+    assert df.rdd.getNumPartitions() == sum(asyncio.run(_spans(url, "tiered")).values())
+    assert spark_rows(df) == expected
+    # a range inside an offloaded ledger only
+    end = tiered[1][0]["next_offset"]
+    part = reader(spark, data_dir, assign='{"tiered":[1]}', includeHeaders="true",
+                  startingOffsets='{"tiered":{"1":1}}', endingOffsets=f'{{"tiered":{{"1":{end}}}}}', **opts)
+    assert spark_rows(part) == [r for r in expected if r[0] == 1 and 1 <= r[1] < end]
+
+
+async def _bookie_copies_gone(url: str, ledger_ids: list[int], end: int) -> None:
+    """No ledger metadata left for the offloaded ledgers, and a reader without the tier fails."""
+    async with Quire(url) as q:
+        assert q.client is not None
+        for lid in ledger_ids:
+            with pytest.raises(NoSuchLedgerError):
+                await q.client.metadata(lid)
+        t = {t.name: t for t in await list_topics(q.meta)}["tiered"]
+        st = await q.state(t, 0)
+        with pytest.raises(RuntimeError, match="not configured here"):
+            async for _ in q.read_range(Slice("tiered", 0, st.log, 0, end, ())):
+                pass
 
 
 async def _spans(url: str, topic: str) -> dict[int, int]:

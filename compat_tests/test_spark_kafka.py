@@ -5,7 +5,6 @@ One Spark session (local[2]) for the module."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from compat_tests.support.clients import create_topic, unique
-from compat_tests.support.spark import connector_jars, connector_ready
+from compat_tests.support.spark import connector_ready, shared_session
 from compat_tests.support.targets import Target
 
 pytestmark = pytest.mark.skipif(not connector_ready(),
@@ -26,16 +25,8 @@ pytestmark = pytest.mark.skipif(not connector_ready(),
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    s = (SparkSession.builder.master("local[2]").appName("quire-spark-kafka")
-         .config("spark.jars", ",".join(connector_jars()))
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2")
-         .getOrCreate())
-    try:
-        yield s
-    finally:
-        s.stop()
+def spark() -> SparkSession:
+    return shared_session()  # one per test process, the connector on its classpath
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int) -> list[tuple[Any, ...]]:

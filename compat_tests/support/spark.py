@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 
 def _pyspark_dir() -> Path | None:
@@ -39,3 +40,29 @@ def connector_jars() -> list[str]:
 
 def _artifact(jar: str) -> str:
     return re.sub(r"-\d[^-]*(-[a-z]+\d*)?\.jar$", "", jar)
+
+
+_session: Any = None
+
+
+def shared_session() -> Any:
+    """The test process's one SparkSession (local[2]), started with Spark's Kafka connector on its
+    classpath when it is installed, and never stopped by a module: jars given to a later session
+    in the same JVM never reach the driver's class loader, so a module that needs the connector
+    after another module had its own session would fail ("Failed to find data source: kafka")."""
+    global _session
+    if _session is None:
+        import atexit
+
+        from pyspark.sql import SparkSession
+
+        builder = (SparkSession.builder.master("local[2]").appName("quire-tests")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.sql.shuffle.partitions", "2")
+                   .config("spark.python.worker.reuse", "true")
+                   .config("spark.sql.session.timeZone", "UTC"))
+        if connector_ready():
+            builder = builder.config("spark.jars", ",".join(connector_jars()))
+        _session = builder.getOrCreate()
+        atexit.register(_session.stop)
+    return _session

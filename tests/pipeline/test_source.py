@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: 
 from pyspark.sql import SparkSession  # noqa: E402
 
 import pipeline  # noqa: E402
+from compat_tests.support.spark import shared_session  # noqa: E402
 from gateway.cluster.inspect import topics as list_topics  # noqa: E402
 from pipeline.logs import Quire, Slice  # noqa: E402
 from pipeline.options import meta_url  # noqa: E402
@@ -35,18 +35,10 @@ Row = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None]
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    s = (SparkSession.builder.master("local[2]").appName("quire-tests")
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.python.worker.reuse", "true")
-         .config("spark.sql.session.timeZone", "UTC")
-         .getOrCreate())
+def spark() -> SparkSession:
+    s = shared_session()  # one per test process (see compat_tests.support.spark)
     pipeline.register(s)
-    try:
-        yield s
-    finally:
-        s.stop()
+    return s
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, **configs: str) -> None:

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from store.clock import SYSTEM_CLOCK, Clock
-from store.ledger.errors import LedgerFencedError, NoSuchLedgerError
+from store.ledger.errors import LedgerFencedError
 from store.managed.cache import EntryCache, default_cache
 from store.managed.config import LogConfig, should_roll
 from store.managed.cursor import ManagedCursor
@@ -30,39 +29,21 @@ from store.managed.errors import (
     OwnershipLostError,
 )
 from store.managed.ledgers import LedgerClientLike, WriterLike
-from store.managed.log_reads import DEFAULT_MAX_READ_BYTES, LogReads
-from store.managed.metadata import LedgerInfo, LogMetadata, OffloadInfo
+from store.managed.log_reads import DEFAULT_MAX_READ_BYTES
+from store.managed.log_retention import LogRetention, OffloadConflictError, OffloaderLike
+from store.managed.metadata import LedgerInfo, LogMetadata
 from store.managed.names import cursor_path, cursors_path, decode_name, log_path
 from store.managed.ownership import LEDGER_PROP_LOG, best_effort, delete_log, now_ms, take_ownership
 from store.managed.position import Position
-from store.managed.reader import OffloadedSource
 from store.managed.reads import BookieReads
-from store.managed.retention import consumed_prefix, select_for_deletion
 from store.meta.api import BadVersionError, MetaStore, NoNodeError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MAX_READ_BYTES", "ManagedLog", "OffloadConflictError", "delete_log"]
+__all__ = ["DEFAULT_MAX_READ_BYTES", "ManagedLog", "OffloadConflictError", "OffloaderLike", "delete_log"]
 
 
-class OffloadConflictError(ManagedLogError):
-    """The ledger was trimmed or already offloaded by another attempt meanwhile."""
-
-
-class OffloaderLike(Protocol):
-    """The owner-side offload driver (store/offload/offloader.py's Offloader)."""
-
-    @property
-    def tier(self) -> OffloadedSource: ...
-
-    def schedule(self, ml: ManagedLog) -> None: ...
-
-    def attach(self, ml: ManagedLog) -> None: ...
-
-    async def delete_objects(self, info: OffloadInfo) -> None: ...
-
-
-class ManagedLog(LogReads):
+class ManagedLog(LogRetention):
     """An owned segmented log. Create with `await ManagedLog.open(...)`."""
 
     def __init__(
@@ -502,124 +483,6 @@ class ManagedLog(LogReads):
 
         async with self._meta_lock:
             await self._cas(mutate)
-
-    # ---- offload ------------------------------------------------------------------------
-
-    async def record_offload(self, ledger_id: int, info: OffloadInfo) -> None:
-        """Switch a closed ledger's location to its verified offloaded copy (compare-and-set).
-        OffloadConflictError if it was trimmed or another attempt recorded a copy first."""
-
-        def mutate(md: LogMetadata) -> None:
-            for li in md.ledgers:
-                if li.ledger_id == ledger_id:
-                    if not li.closed or li.offload is not None:
-                        raise OffloadConflictError(f"ledger {ledger_id} is open or already offloaded")
-                    li.offload = info
-                    return
-            raise OffloadConflictError(f"ledger {ledger_id} is no longer in log {self.name!r}")
-
-        async with self._meta_lock:
-            await self._cas(mutate)
-
-    async def delete_bookie_copy(self, ledger_id: int, after_delete: Callable[[], None] | None = None) -> None:
-        """Delete an offloaded ledger's bookie copy, then record that it is gone. The delete is
-        idempotent, so a crash between the two steps is finished by the next pass."""
-        li = next((x for x in self._md.ledgers if x.ledger_id == ledger_id), None)
-        if li is None or li.offload is None or li.offload.bookie_deleted:
-            return
-        self._reads.forget(ledger_id)
-        self._cache.invalidate(self._token, ledger_id)
-        try:
-            await self.client.delete(ledger_id)
-        except NoSuchLedgerError:
-            pass
-        if after_delete is not None:
-            after_delete()  # a test hook (store/offload/crash.py)
-
-        def mutate(md: LogMetadata) -> None:
-            for x in md.ledgers:
-                if x.ledger_id == ledger_id and x.offload is not None:
-                    x.offload = dataclasses.replace(x.offload, bookie_deleted=True)
-
-        async with self._meta_lock:
-            await self._cas(mutate)
-
-    # ---- retention --------------------------------------------------------------------
-
-    def schedule_trim(self) -> None:
-        if self._failure is None and not self._closed and (self._trim_task is None or self._trim_task.done()):
-            self._trim_task = asyncio.get_running_loop().create_task(self._trim_quietly())
-
-    async def wait_trimmed(self) -> None:
-        """Until a background retention pass in progress (if any) has finished."""
-        t = self._trim_task
-        if t is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.shield(t)
-
-    async def _trim_quietly(self) -> None:
-        try:
-            await self.trim()
-        except ManagedLogError:
-            pass
-        except Exception as e:
-            log.warning("log %s: trim failed: %r", self.name, e)
-
-    def slowest_cursor(self) -> Position | None:
-        if not self._cursors:
-            return None
-        return min(c.mark_delete for c in self._cursors.values())
-
-    async def trim(self) -> list[int]:
-        """Delete the ledgers that every durable cursor has consumed and that the retention
-        policy lets go, plus those wholly before a truncation point. Returns their ids."""
-        async with self._meta_lock:
-            self._check_writable()
-            doomed: list[int] = []
-            start = self._md.start
-            if start is not None:
-                doomed = [li.ledger_id for li in self._md.ledgers[:-1] if li.ledger_id < start.ledger_id]
-            rest = [li for li in self._md.ledgers if li.ledger_id not in doomed]
-            consumed = consumed_prefix(rest, self.slowest_cursor())
-            now = now_ms()
-            doomed += select_for_deletion(consumed, self.total_size(), self.config, now)
-            due = [lid for lid, not_before in self._md.deferred if not_before <= now]
-            if not doomed and not due:
-                return []
-            gone = set(doomed) | set(due)
-            offloaded = {li.ledger_id: li.offload for li in self._md.ledgers if li.ledger_id in gone and li.offload}
-
-            def mutate(md: LogMetadata) -> None:
-                md.ledgers = [li for li in md.ledgers if li.ledger_id not in gone]
-                md.deferred = [d for d in md.deferred if d[0] not in gone]
-
-            await self._cas(mutate)
-            doomed += due
-        for lid in doomed:
-            self._cache.invalidate(self._token, lid)
-            self._reads.forget(lid)
-            info = offloaded.get(lid)
-            if info is None or not info.bookie_deleted:
-                await best_effort(self.client.delete(lid), f"delete ledger {lid}")
-            if info is not None and self.offloader is not None:
-                await best_effort(self.offloader.delete_objects(info), f"delete offloaded ledger {lid}")
-        log.debug("log %s trimmed ledgers %s", self.name, doomed)
-        return doomed
-
-    async def truncate_before(self, pos: Position) -> list[int]:
-        """Logically delete everything before `pos` (Kafka DeleteRecords): reads start there,
-        cursors behind it move up, and wholly earlier ledgers are deleted. Returns their ids."""
-        end = self.next_position(self._last_confirmed)
-        pos = min(pos, end)
-        if self._md.start is None or pos > self._md.start:
-            async with self._meta_lock:
-                await self._cas(lambda md: setattr(md, "start", pos))
-        deleted = await self.trim()
-        before = Position(pos.ledger_id, pos.entry_id - 1)
-        for cur in list(self._cursors.values()):
-            if cur.mark_delete < before:
-                await cur.mark_delete_to(before)
-        return deleted
 
     # ---- closing and deleting ------------------------------------------------------------
 

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gateway.cluster import inspect  # noqa: E402
-from quire.admin import wait_gone  # noqa: E402
+from quire.admin_offload import wait_gone  # noqa: E402
 from store.meta.factory import open_meta  # noqa: E402
 from tests.support.gateway import StandaloneGateway  # noqa: E402
 from tests.support.seaweed import Seaweed  # noqa: E402

@@ -20,22 +20,23 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.errors import KafkaApiError
 from gateway.partition.config import fallback_replication, log_config_for
 from gateway.partition.epochs import EpochHistory
+from gateway.partition.log_fetch import PartitionFetch
 from gateway.partition.producers import BatchMeta, ProducerStateError, ProducerStates
 from gateway.partition.record_checks import check_timestamps
 from gateway.partition.recovery import rebuild
 from gateway.paths import partition_log_name
-from kafka_log.index import NO_TIMESTAMP, LedgerIndex
+from kafka_log.index import LedgerIndex
 from kafka_log.keys import L_EPOCH, L_EPOCHS, L_NEXT, L_PRODUCERS, L_START
-from kafka_log.view import KafkaLogView, batch_offsets
+from kafka_log.view import KafkaLogView
 from kafka_wire.errors import ErrorCode
-from kafka_wire.records import InvalidBatch, TimestampType, validate_produce_records
+from kafka_wire.records import InvalidBatch, validate_produce_records
 from store.clock import SYSTEM_CLOCK, Clock
 from store.managed.cache import EntryCache
 from store.managed.errors import ManagedLogError
@@ -52,10 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-READ_ENTRIES = 1000
 __all__ = ["AppendResult", "PartitionLog"]
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms
-Buffer = bytes | memoryview
 
 
 def _not_leader(msg: str) -> KafkaApiError:
@@ -81,7 +80,7 @@ class ProducerInfo:
     last_timestamp: int
 
 
-class PartitionLog:
+class PartitionLog(PartitionFetch):
     """One owned Kafka partition. Create with `await PartitionLog.open(...)`."""
 
     def __init__(self, ml: ManagedLog, topic: TopicInfo, partition: int) -> None:
@@ -175,20 +174,6 @@ class PartitionLog:
         )
 
     # ---- state ---------------------------------------------------------------------------
-
-    @property
-    def high_watermark(self) -> int:
-        return self._hw
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._hw
-
-    @property
-    def log_start_offset(self) -> int:
-        self.view.index.drop_before(self.ml.start.ledger_id)
-        first = self.view.index.ledgers[0].first_offset if self.view.index.ledgers else self._hw
-        return min(max(self._log_start, first), self._hw)
 
     @property
     def lost(self) -> bool:
@@ -371,147 +356,7 @@ class PartitionLog:
             if not w.done():
                 w.set_result(None)
 
-    # ---- reads ---------------------------------------------------------------------------
-
-    def _check_fetch_offset(self, offset: int) -> None:
-        if offset < self.log_start_offset or offset > self._hw:
-            raise KafkaApiError(
-                int(ErrorCode.OFFSET_OUT_OF_RANGE),
-                f"offset {offset} is outside [{self.log_start_offset}, {self._hw}]",
-            )
-
-    async def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> list[Buffer]:
-        """Stored batches from the one holding `offset`, as Kafka's log read: whole batches
-        while they fit in max_bytes (with `min_one`, the first even if it alone is larger),
-        then the cut-off start of the next one. OFFSET_OUT_OF_RANGE outside [start, HW]."""
-        self._check_serving()
-        self._check_fetch_offset(offset)
-        out: list[Buffer] = []
-        if offset >= self._hw or (max_bytes <= 0 and not min_one):
-            return out
-        total = 0
-        pos = self.view.seek(offset)
-        last_pos: Position | None = None
-        next_off = offset
-        done = False
-        while not done:
-            want = max(max_bytes - total, 1)
-            entries = await self.ml.read(pos, READ_ENTRIES, want)
-            if not entries:
-                break
-            for e in entries:
-                d = e.data
-                last = batch_offsets(d)[1]
-                if last < offset:
-                    continue
-                n = len(d)
-                if total + n > max_bytes and not (min_one and not out):
-                    room = max_bytes - total
-                    if room > 0:
-                        out.append(memoryview(d)[:room])
-                    done = True
-                    break
-                out.append(d)
-                total += n
-                last_pos = e.position
-                next_off = last + 1
-                if total >= max_bytes:
-                    done = True
-                    break
-            pos = self.ml.next_position(entries[-1].position)
-        if last_pos is not None and next_off < self._hw:
-            self.view.remember(next_off, self.ml.next_position(last_pos))
-        return out
-
-    def replay(self) -> AsyncIterator[bytes]:
-        """Every stored batch from the log start to the HW as of the call, as runs of whole
-        batches: for logs replayed into memory (a group coordinator's shard)."""
-        self._check_serving()
-        return self.view.replay(self.log_start_offset, self.ml.last_confirmed)
-
-    async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
-        """(timestamp, offset) of the first record at or after `ts`, as Kafka's
-        fetchOffsetByTimestamp; None when every record is older."""
-        self._check_serving()
-        self.log_start_offset  # noqa: B018 - drops deleted ledgers from the index
-        start = self._log_start
-        found = self.view.index.find_timestamp(ts)
-        if found is None:
-            return None
-        b = await self.view.find_batch(Position(*found), lambda b: b.max_timestamp >= ts and b.last_offset >= start)
-        if b is None:
-            return None
-        if b.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            return b.max_timestamp, max(b.base_offset, start)
-        base, first_ts = b.base_offset, b.base_timestamp
-        for r in b.records():
-            off, rts = base + r.offset_delta, first_ts + r.timestamp_delta
-            if rts >= ts and off >= start:
-                return rts, off
-        return None
-
-    async def max_timestamp(self) -> tuple[int, int]:
-        """(max timestamp, offset of the first record holding it), (-1, -1) when empty."""
-        self._check_serving()
-        self.log_start_offset  # noqa: B018
-        ts, base = self.view.index.max_timestamp()
-        if ts == NO_TIMESTAMP or base < 0:
-            return -1, -1
-        found = self.view.index.find(base)
-        if found is None:
-            return -1, -1
-        b = await self.view.find_batch(Position(found[0], found[1]), lambda b: b.base_offset == base)
-        if b is None or b.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            return ts, base
-        for r in b.records():
-            if b.base_timestamp + r.timestamp_delta == ts:
-                return ts, base + r.offset_delta
-        return ts, base
-
-    @property
-    def remote_storage(self) -> bool:
-        """remote.storage.enable: closed ledgers go to the offload tier."""
-        return self.ml.config.offload
-
-    def earliest_local_offset(self) -> int:
-        """The first offset still on bookies (Kafka's local log start offset): that of the first
-        ledger whose bookie copy is not deleted (offloaded ledgers keep theirs for a while)."""
-        start = self.log_start_offset
-        for li in self.ml.ledgers:
-            if li.offload is not None and li.offload.bookie_deleted:
-                continue
-            idx = self.view.index.get(li.ledger_id)
-            if idx is not None and idx.next_offset > idx.first_offset:
-                return max(start, idx.first_offset)
-        return max(start, self._hw)  # nothing on bookies: Kafka's local log start is then the end
-
-    def latest_tiered_offset(self) -> int:
-        """The last offset held by the offload tier (Kafka's highest offset in remote storage),
-        -1 if none."""
-        for li in reversed(self.ml.ledgers):
-            if li.offload is not None:
-                idx = self.view.index.get(li.ledger_id)
-                if idx is not None:
-                    return idx.next_offset - 1
-        return -1
-
-    def epoch_for_offset(self, offset: int) -> int:
-        """The leader epoch that wrote `offset` (-1 if unknown)."""
-        out = -1
-        for e, o in self.epochs.entries:
-            if o <= offset:
-                out = e
-        return out
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self.epochs.end_offset_for(epoch, self._hw)
-
     # ---- DeleteRecords ---------------------------------------------------------------------
-
-    async def position_of(self, offset: int) -> Position:
-        """The position of the entry holding `offset` (< HW); the end of the log if none."""
-        pos = await self.view.position_of(offset)
-        return pos if pos is not None else self.ml.next_position(self.ml.last_confirmed)
 
     async def delete_records(self, offset: int) -> int:
         """Move the log start offset to `offset` (-1: the HW), deleting whole ledgers before

@@ -14,7 +14,7 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from store.clock import SYSTEM_CLOCK, Clock
 from store.ledger.errors import LedgerFencedError
@@ -30,11 +30,13 @@ from store.managed.errors import (
 )
 from store.managed.ledgers import LedgerClientLike, WriterLike
 from store.managed.log_reads import DEFAULT_MAX_READ_BYTES
-from store.managed.log_retention import LogRetention, OffloadConflictError, OffloaderLike
-from store.managed.metadata import LedgerInfo, LogMetadata
+from store.managed.log_retention import OffloadConflictError
+from store.managed.log_rollover import LogRollover
+from store.managed.metadata import LedgerInfo, LogMetadata, OffloadInfo
 from store.managed.names import cursor_path, cursors_path, decode_name, log_path
-from store.managed.ownership import LEDGER_PROP_LOG, best_effort, delete_log, now_ms, take_ownership
+from store.managed.ownership import best_effort, delete_log, now_ms, take_ownership
 from store.managed.position import Position
+from store.managed.reader import OffloadedSource
 from store.managed.reads import BookieReads
 from store.meta.api import BadVersionError, MetaStore, NoNodeError
 
@@ -43,8 +45,23 @@ log = logging.getLogger(__name__)
 __all__ = ["DEFAULT_MAX_READ_BYTES", "ManagedLog", "OffloadConflictError", "OffloaderLike", "delete_log"]
 
 
-class ManagedLog(LogRetention):
+class OffloaderLike(Protocol):
+    """The owner-side offload driver (store/offload/offloader.py's Offloader)."""
+
+    @property
+    def tier(self) -> OffloadedSource: ...
+
+    def schedule(self, ml: ManagedLog) -> None: ...
+
+    def attach(self, ml: ManagedLog) -> None: ...
+
+    async def delete_objects(self, info: OffloadInfo) -> None: ...
+
+
+class ManagedLog(LogRollover):
     """An owned segmented log. Create with `await ManagedLog.open(...)`."""
+
+    offloader: OffloaderLike | None
 
     def __init__(
         self,
@@ -317,93 +334,9 @@ class ManagedLog(LogRetention):
         if self._tail_waiters:
             self._notify()
 
-    def _start_roll(self) -> None:
-        if self._rolling is None and self._failure is None:
-            self._rolling = asyncio.get_running_loop().create_task(self._roll())
-
-    async def _roll(self) -> None:
-        try:
-            await self._do_roll()
-        except Exception as e:
-            self._fail(self._translate(e))
-        finally:
-            self._rolling = None
-        while self._queued and self._rolling is None and self._failure is None:
-            payload, out = self._queued.popleft()
-            self._submit(payload, out)
-        if self._failure is None:
-            self.schedule_trim()
-            self.schedule_offload()
-
     def schedule_offload(self) -> None:
         if self.offloader is not None and self._failure is None and not self._closed:
             self.offloader.schedule(self)
-
-    async def _do_roll(self) -> None:
-        old = self._writer
-        assert old is not None
-        # New-ledger props are taken now: every later append goes to the new ledger.
-        props = self._new_ledger_props() if self._new_ledger_props else {}
-        await old.close()
-        self._stamp_last()
-        first_ms, last_ms = self._cur_first_ms, self._cur_last_ms or now_ms()
-        new = await self.client.create(
-            self.config.ensemble_size,
-            self.config.write_quorum,
-            self.config.ack_quorum,
-            properties={LEDGER_PROP_LOG: self.name},
-        )
-
-        def mutate(md: LogMetadata) -> None:
-            cur = md.ledgers[-1]
-            cur.entries, cur.size, cur.closed = old.last_add_confirmed + 1, old.length, True
-            cur.first_ms, cur.last_ms = first_ms, last_ms
-            md.ledgers.append(LedgerInfo(new.ledger_id, props=dict(props)))
-
-        async with self._meta_lock:
-            try:
-                await self._cas(mutate)
-            except ManagedLogError:
-                await best_effort(new.close(), "close unused ledger")
-                await best_effort(self.client.delete(new.ledger_id), "delete unused ledger")
-                raise
-        self._writer = new
-        self._cur_entries = self._cur_bytes = 0
-        self._cur_started = self._clock.monotonic()
-        self._cur_first_ms = self._cur_last_ms = 0
-        if self._last_confirmed == Position(old.ledger_id, -1):
-            self._last_confirmed = Position(new.ledger_id, -1)
-        log.info("log %s rolled %d -> %d", self.name, old.ledger_id, new.ledger_id,
-                 extra={"fields": {"event": "ledger_rolled", "log": self.name, "closed_ledger": old.ledger_id,
-                                   "ledger": new.ledger_id}})
-
-    async def roll(self) -> None:
-        """Close the current ledger now (if it has entries) and start a new one."""
-        self._check_writable()
-        if self._rolling is None and self._cur_entries > 0:
-            self._start_roll()
-        if self._rolling is not None:
-            await asyncio.shield(self._rolling)
-        self._check_writable()
-
-    def _stamp_last(self) -> None:
-        if self._acked_since_tick:
-            self._acked_since_tick = False
-            self._cur_last_ms = now_ms()
-
-    async def _age_timer(self) -> None:
-        period = max(0.05, min(1.0, self.config.max_age_s / 4))
-        ticks = 0
-        while not self._closed and self._failure is None:
-            await self._clock.sleep(period)
-            self._stamp_last()
-            ticks += 1
-            if ticks % 30 == 0:  # offload by age and bookie deletion after the lag
-                self.schedule_offload()
-            if self._rolling is None and should_roll(
-                self.config, self._cur_entries, self._cur_bytes, self._clock.monotonic() - self._cur_started
-            ):
-                self._start_roll()
 
     async def flush(self) -> None:
         """Wait until every append scheduled so far is settled (and any rollover is done)."""
@@ -452,6 +385,11 @@ class ManagedLog(LogRetention):
     def _cursor_lost(self, exc: ManagedLogError) -> None:
         self._fail(exc)
 
+    def slowest_cursor(self) -> Position | None:
+        if not self._cursors:
+            return None
+        return min(c.mark_delete for c in self._cursors.values())
+
     # ---- properties -------------------------------------------------------------------
 
     async def set_properties(self, props: dict[str, str | None]) -> None:
@@ -483,6 +421,23 @@ class ManagedLog(LogRetention):
 
         async with self._meta_lock:
             await self._cas(mutate)
+
+    # ---- truncation (DeleteRecords) ------------------------------------------------------
+
+    async def truncate_before(self, pos: Position) -> list[int]:
+        """Logically delete everything before `pos` (Kafka DeleteRecords): reads start there,
+        cursors behind it move up, and wholly earlier ledgers are deleted. Returns their ids."""
+        end = self.next_position(self._last_confirmed)
+        pos = min(pos, end)
+        if self._md.start is None or pos > self._md.start:
+            async with self._meta_lock:
+                await self._cas(lambda md: setattr(md, "start", pos))
+        deleted = await self.trim()
+        before = Position(pos.ledger_id, pos.entry_id - 1)
+        for cur in list(self._cursors.values()):
+            if cur.mark_delete < before:
+                await cur.mark_delete_to(before)
+        return deleted
 
     # ---- closing and deleting ------------------------------------------------------------
 

@@ -8,22 +8,17 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from store.ledger.errors import NoSuchLedgerError
 from store.managed.config import LogConfig
-from store.managed.cursor import ManagedCursor
 from store.managed.errors import ManagedLogError
 from store.managed.ledgers import LedgerClientLike
 from store.managed.log_reads import LogReads
 from store.managed.metadata import LogMetadata, OffloadInfo
 from store.managed.ownership import best_effort, now_ms
 from store.managed.position import Position
-from store.managed.reader import OffloadedSource
 from store.managed.retention import consumed_prefix, select_for_deletion
-
-if TYPE_CHECKING:
-    from store.managed.log import ManagedLog
 
 log = logging.getLogger("store.managed.log")
 
@@ -32,15 +27,8 @@ class OffloadConflictError(ManagedLogError):
     """The ledger was trimmed or already offloaded by another attempt meanwhile."""
 
 
-class OffloaderLike(Protocol):
-    """The owner-side offload driver (store/offload/offloader.py's Offloader)."""
-
-    @property
-    def tier(self) -> OffloadedSource: ...
-
-    def schedule(self, ml: ManagedLog) -> None: ...
-
-    def attach(self, ml: ManagedLog) -> None: ...
+class OffloadedObjects(Protocol):
+    """What retention needs of the offloader (log.py's OffloaderLike): deleting a copy's objects."""
 
     async def delete_objects(self, info: OffloadInfo) -> None: ...
 
@@ -51,13 +39,13 @@ class LogRetention(LogReads):
     name: str
     client: LedgerClientLike
     config: LogConfig
-    offloader: OffloaderLike | None
+    offloader: OffloadedObjects | None
     _meta_lock: asyncio.Lock
-    _cursors: dict[str, ManagedCursor]
     _trim_task: asyncio.Task[Any] | None
     _cas: Callable[..., Awaitable[None]]
     _check_writable: Callable[[], None]
     total_size: Callable[[], int]
+    slowest_cursor: Callable[[], Position | None]
 
     # ---- offload ------------------------------------------------------------------------
 
@@ -121,11 +109,6 @@ class LogRetention(LogReads):
         except Exception as e:
             log.warning("log %s: trim failed: %r", self.name, e)
 
-    def slowest_cursor(self) -> Position | None:
-        if not self._cursors:
-            return None
-        return min(c.mark_delete for c in self._cursors.values())
-
     async def trim(self) -> list[int]:
         """Delete the ledgers that every durable cursor has consumed and that the retention
         policy lets go, plus those wholly before a truncation point. Returns their ids."""
@@ -161,18 +144,3 @@ class LogRetention(LogReads):
                 await best_effort(self.offloader.delete_objects(info), f"delete offloaded ledger {lid}")
         log.debug("log %s trimmed ledgers %s", self.name, doomed)
         return doomed
-
-    async def truncate_before(self, pos: Position) -> list[int]:
-        """Logically delete everything before `pos` (Kafka DeleteRecords): reads start there,
-        cursors behind it move up, and wholly earlier ledgers are deleted. Returns their ids."""
-        end = self.next_position(self._last_confirmed)
-        pos = min(pos, end)
-        if self._md.start is None or pos > self._md.start:
-            async with self._meta_lock:
-                await self._cas(lambda md: setattr(md, "start", pos))
-        deleted = await self.trim()
-        before = Position(pos.ledger_id, pos.entry_id - 1)
-        for cur in list(self._cursors.values()):
-            if cur.mark_delete < before:
-                await cur.mark_delete_to(before)
-        return deleted

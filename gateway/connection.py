@@ -36,7 +36,7 @@ from kafka_wire.frames import decode_request_header
 from kafka_wire.messages.api_versions import ApiVersionsResponse
 from kafka_wire.messages.request_header import RequestHeader
 from kafka_wire.primitives import EncodeError
-from store.framing import FramedProtocol
+from store.framing import BackpressuredProtocol
 
 if TYPE_CHECKING:
     from gateway.server import GatewayServer
@@ -57,7 +57,7 @@ class _Slot:
         self.size = size
 
 
-class KafkaConnection(FramedProtocol):
+class KafkaConnection(BackpressuredProtocol):
     def __init__(self, server: GatewayServer) -> None:
         super().__init__(max_frame=server.config.socket_request_max_bytes)
         self.server = server
@@ -67,8 +67,6 @@ class KafkaConnection(FramedProtocol):
         self._pending_bytes = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
-        self._reading_paused = False
-        self._write_paused = False
         self._max_frame = server.config.socket_request_max_bytes
         self._max_inflight = server.config.max_inflight_requests
         self._close_when_drained = False
@@ -93,14 +91,6 @@ class KafkaConnection(FramedProtocol):
             t.cancel()
         self._pending.clear()
         self._idle.set()
-
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        self._update_reading()
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        self._update_reading()
 
     def eof_received(self) -> bool | None:
         # Half-closed by the client: answer what is pending, then close.
@@ -237,14 +227,10 @@ class KafkaConnection(FramedProtocol):
             return
         self._update_reading()
 
-    def _update_reading(self) -> None:
-        if self._closing or self._draining or self.transport is None:
-            return
-        want_pause = (self._write_paused or len(self._pending) >= self._max_inflight
-                      or self._pending_bytes > self._max_frame)
-        if want_pause != self._reading_paused:
-            self._reading_paused = want_pause
-            if want_pause:
-                self.transport.pause_reading()
-            else:
-                self.transport.resume_reading()
+    # -- reading backpressure (store.framing.BackpressuredProtocol) --
+
+    def too_busy(self) -> bool:
+        return len(self._pending) >= self._max_inflight or self._pending_bytes > self._max_frame
+
+    def reading_frozen(self) -> bool:
+        return self._closing or self._draining

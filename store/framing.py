@@ -104,3 +104,46 @@ class FramedProtocol(asyncio.BufferedProtocol):
             self._rpos = self._rend = 0
         else:
             self._rpos = pos
+
+
+class BackpressuredProtocol(FramedProtocol):
+    """A framed server connection that stops reading while its writes back up or it is too busy
+    (the gateway's and the bookie's); clients keep FramedProtocol, which always reads."""
+
+    transport: asyncio.Transport | None
+
+    def __init__(self, **kw: int) -> None:
+        super().__init__(**kw)
+        self._reading_paused = False
+        self._write_paused = False
+
+    # -- hooks --
+
+    def too_busy(self) -> bool:
+        """The subclass's own reasons to take no more frames (requests in flight, buffers)."""
+        return False
+
+    def reading_frozen(self) -> bool:
+        """True once closing (or draining): reading is no longer switched on or off."""
+        return False
+
+    # -- asyncio.BaseProtocol --
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.reading_frozen():
+            return
+        want_pause = self._write_paused or self.too_busy()
+        if want_pause != self._reading_paused:
+            self._reading_paused = want_pause
+            if want_pause:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()

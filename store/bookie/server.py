@@ -21,7 +21,7 @@ from typing import cast
 from store.bookie import protocol as p
 from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.errors import BadRequestError, BookieError, Status
-from store.framing import Buffer, FramedProtocol
+from store.framing import BackpressuredProtocol, Buffer
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ _ADD_OK = struct.Struct(">iBBQqq")  # a whole ADD response: header, ledger, entr
 _ADD_OK_LEN = _ADD_OK.size - 4
 
 
-class BookieConnection(FramedProtocol):
+class BookieConnection(BackpressuredProtocol):
     def __init__(self, bookie: Bookie, max_frame: int, conns: set[BookieConnection]) -> None:
         super().__init__(max_frame=max_frame, min_frame=p.FRAME_OVERHEAD)
         self.bookie = bookie
@@ -39,8 +39,6 @@ class BookieConnection(FramedProtocol):
         self._out: list[Buffer] = []
         self._flush_scheduled = False
         self._inflight = 0
-        self._reading_paused = False
-        self._write_paused = False
         # Adds waiting for room in the write cache, in arrival order; reading stays paused
         # until they are in (the client's own window then holds the rest: backpressure).
         self._blocked: deque[tuple[int, int, int, bytes | memoryview]] = deque()
@@ -62,23 +60,13 @@ class BookieConnection(FramedProtocol):
         for t in self._tasks:
             t.cancel()
 
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        self._update_reading()
+    # -- reading backpressure (store.framing.BackpressuredProtocol) --
 
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        self._update_reading()
+    def too_busy(self) -> bool:
+        return self._inflight >= _MAX_INFLIGHT or bool(self._blocked)
 
-    def _update_reading(self) -> None:
-        assert self.transport is not None
-        want_pause = self._write_paused or self._inflight >= _MAX_INFLIGHT or bool(self._blocked)
-        if want_pause != self._reading_paused and not self._closing:
-            self._reading_paused = want_pause
-            if want_pause:
-                self.transport.pause_reading()
-            else:
-                self.transport.resume_reading()
+    def reading_frozen(self) -> bool:
+        return self._closing
 
     # -- reading (store.framing.FramedProtocol): straight into our buffers --
 

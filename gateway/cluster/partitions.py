@@ -216,6 +216,11 @@ class PartitionManager:
             if key in wanted or key in self._releasing:
                 continue
             deleted = key[0] not in present
+            if deleted and await self.topics.get_by_id(key[0]) is not None:
+                # Our topic cache has not seen a topic just created elsewhere (a partition is
+                # served on its first request before the watch): it is not deleted, and this
+                # stale pass must neither delete nor hand it over (get_by_id caches it now).
+                continue
             if not deleted and self.node_id not in live:
                 continue  # not registered (yet): keep serving what we hold
             started.append(self._start_release(key, delete=deleted))

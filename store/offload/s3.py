@@ -34,7 +34,7 @@ class S3Backend:
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         cfg = Config(
             max_pool_connections=max_connections,
-            retries={"max_attempts": 3, "mode": "standard"},
+            retries={"max_attempts": 8, "mode": "standard"},  # 500s/503s under load are retryable
             connect_timeout=5,
             read_timeout=30,
             s3={"addressing_style": "path"},

@@ -182,6 +182,21 @@ async def test_first_request_acquires_without_retry(start_gateway: StartGateway,
     assert len([g for g in opens.logs if g.topic.topic_id == info.topic_id]) == 4
 
 
+async def test_a_topic_the_cache_has_not_seen_is_not_deleted(start_gateway: StartGateway, opens: Opens) -> None:
+    a, b = await start_gateway(1), await start_gateway(2)
+    await eventually(lambda: len(a.cluster.gateways()) == 2 and len(b.cluster.gateways()) == 2)
+    info = await a.topics.create("fresh", 4, {})
+    served = [g for g in await asyncio.gather(*(b.partitions.get(info, p) for p in range(4)), return_exceptions=True)
+              if isinstance(g, FakeLog)]
+    assert served
+    # b's topic cache has not caught up with the new topic (its watch is late): a pass now
+    # must neither delete nor hand over what b serves.
+    b.topics._drop("fresh")
+    await b.partitions.reconcile()
+    assert all(not g.deleted and not g.closed for g in served)
+    assert sorted(g.partition for g in served) == b.owned(info)
+
+
 async def test_rebalance_on_join_and_failover_on_death(start_gateway: StartGateway, opens: Opens) -> None:
     a = await start_gateway(1)
     topic = await a.topics.create("events", 6, {})

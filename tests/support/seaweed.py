@@ -51,7 +51,9 @@ class Seaweed:
             f"-filer.port={p['filer']}", f"-filer.port.grpc={p['fg']}",
             "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={p['sg']}",
             "-s3.port.iceberg=0", "-s3.port.lance=0", f"-metricsPort={p['metrics']}",
-            "-master.volumeSizeLimitMB=1024", "-volume.max=0",
+            # Every bucket is a collection that grows 7 volumes: an explicit, generous count of
+            # small (lazily grown) volumes, not one derived from free disk / volume size.
+            "-master.volumeSizeLimitMB=64", "-volume.max=1000",
         ]
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

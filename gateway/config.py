@@ -54,6 +54,7 @@ class GatewayConfig:
     group_initial_rebalance_delay_ms: int | None = None  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int | None = None  # group.min.session.timeout.ms
     group_max_session_timeout_ms: int | None = None  # group.max.session.timeout.ms
+    transaction_partition_verification: bool = True  # transaction.partition.verification.enable
     cache_mb: int | None = None  # quire.cache.mb: entry cache bound; None: EntryCache's default
     # Offload tier (quire.offload.*); None or driver "none": no tier (remote.storage.enable inert).
     offload: OffloadSettings | None = None

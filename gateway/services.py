@@ -6,13 +6,18 @@ Each is built by its own subsystem; this module only names them so handlers can 
 - cluster (gateway/cluster/): live gateways, partition ownership leases, who leads what;
 - partitions (gateway/cluster/): the PartitionLog of each partition this gateway owns;
 - producer_ids (gateway/partition/): producer id allocation for InitProducerId;
-- groups (gateway/groups.py): the consumer-group coordinators of the shards this gateway owns.
+- groups (gateway/groups.py): the consumer-group coordinators of the shards this gateway owns;
+- txn_verifier (kafka_log/txn.py TxnVerifier): asks the transaction coordinator whether a
+  partition is in a producer's transaction before its first transactional batch is appended
+  (default: accept; the transaction coordinator side installs the real one).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from kafka_log.txn import TxnVerifier, accept_all
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import ClusterView
@@ -38,3 +43,4 @@ class GatewayServices:
     producer_ids: ProducerIdAllocator
     groups: GroupCoordinators | None = None
     offloader: Offloader | None = None  # the offload tier's driver (None: no tier configured)
+    txn_verifier: TxnVerifier = accept_all

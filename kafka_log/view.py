@@ -12,6 +12,7 @@ from typing import Protocol
 
 from kafka_log.index import P_NEXT, OffsetIndex
 from kafka_log.keys import L_NEXT
+from kafka_log.txn import AbortedIndex
 from kafka_wire.records import RecordBatch
 from store.managed.metadata import LogMetadata
 from store.managed.position import Entry, Position
@@ -57,11 +58,13 @@ async def scan(
 
 
 class KafkaLogView:
-    """One Kafka log: its offset index plus the positions recent reads stopped at."""
+    """One Kafka log: its offset index, its aborted-transactions index, and the positions
+    recent reads stopped at."""
 
     def __init__(self, log: SegmentedLog, index: OffsetIndex | None = None) -> None:
         self.log = log
         self.index = index if index is not None else OffsetIndex()
+        self.aborted = AbortedIndex()
         self._positions: OrderedDict[int, Position] = OrderedDict()  # next offset -> position
 
     def seek(self, offset: int) -> Position:

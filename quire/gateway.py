@@ -34,6 +34,7 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
         group_initial_rebalance_delay_ms=r.get_value("group.initial.rebalance.delay.ms"),
         group_min_session_timeout_ms=r.get_value("group.min.session.timeout.ms"),
         group_max_session_timeout_ms=r.get_value("group.max.session.timeout.ms"),
+        transaction_partition_verification=r.get_value("transaction.partition.verification.enable"),
         cache_mb=r.get_value("quire.cache.mb"), topic_defaults=topic_defaults,
         offload=st.offload_settings(r, fixed.get("data_dir") or r.get_value("quire.data.dir")),
         offload_deletion_lag_ms=r.get_value("quire.offload.deletion.lag.ms"),

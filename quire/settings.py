@@ -146,6 +146,9 @@ SETTINGS: tuple[Setting, ...] = (
             "smallest session timeout a consumer may ask for", G),
     Setting("group.max.session.timeout.ms", int, _GROUP.max_session_timeout_ms,
             "largest session timeout a consumer may ask for", G),
+    Setting("transaction.partition.verification.enable", bool, True,
+            "a partition owner asks the transaction coordinator that a partition is in the transaction "
+            "before appending its first transactional batch", G),
     *_topic_defaults(),
     # Quire's own
     Setting("quire.meta", str, None, "metadata store: zk://host:port/chroot or embedded:///dir (required)",

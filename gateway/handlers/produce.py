@@ -1,6 +1,11 @@
 """Produce (v3-13): batches validated and patched in place in the request buffer, appended as
 one log entry each; acks=0 sends nothing, acks=1 and acks=-1 both answer once the ack quorum
-has the batch (Kafka over BookKeeper, as KoP)."""
+has the batch (Kafka over BookKeeper, as KoP).
+
+Transactional batches: with transaction.partition.verification.enable (Kafka's default), the
+first batch of a producer's transaction on a partition is appended only after the transaction
+coordinator confirmed the partition is in the transaction (services.txn_verifier; Produce v12+
+under transaction version 2 asks it to add the partition), as Kafka's ReplicaManager does."""
 
 from __future__ import annotations
 
@@ -15,13 +20,13 @@ from gateway.context import RequestContext
 from gateway.dispatch import CloseConnection
 from gateway.errors import KafkaApiError, RecordValidationError
 from gateway.metrics import bytes_in, produce_answered
-from gateway.partition.log import AppendResult
+from gateway.partition.log import AppendResult, PartitionLog
 from gateway.partition.lookup import TopicCache
 from kafka_wire.errors import ErrorCode
 from kafka_wire.exceptions import DecodeError
 from kafka_wire.hotpath import decode_produce_request
 from kafka_wire.messages.produce import ProduceResponse
-from kafka_wire.records.batch import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES
+from kafka_wire.records.batch import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -63,6 +68,44 @@ def _is_transactional(records: memoryview | None) -> bool:
     )
 
 
+# Verification errors an older client would not retry, turned into one it retries without a
+# metadata refresh (Kafka's ReplicaManager does the same).
+_RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+})
+TV2_PRODUCE_VERSION = 12  # Produce v12+ from a TV2 producer: the partition is added implicitly
+
+
+async def _verify_transactional(
+    ctx: RequestContext, transactional_id: str | None, plog: PartitionLog, records: memoryview
+) -> None:
+    """KafkaApiError unless the batch may be appended: a transactional batch that would open a
+    transaction on this partition needs the coordinator's confirmation first."""
+    if not ctx.services.config.transaction_partition_verification:
+        return
+    if len(records) < OFF_PRODUCER_ID + 10:
+        return  # refused by validation
+    pid = int.from_bytes(records[OFF_PRODUCER_ID : OFF_PRODUCER_ID + 8], "big", signed=True)
+    epoch = int.from_bytes(records[OFF_PRODUCER_ID + 8 : OFF_PRODUCER_ID + 10], "big", signed=True)
+    if pid < 0 or plog.producers.in_transaction(pid):
+        return
+    if transactional_id is None:
+        raise KafkaApiError(int(ErrorCode.INVALID_TXN_STATE), "a transactional batch without a transactional id")
+    code = await ctx.services.txn_verifier(transactional_id, pid, epoch, plog.topic.name, plog.partition,
+                                           ctx.api_version >= TV2_PRODUCE_VERSION)
+    if code == ErrorCode.NONE:
+        return
+    if code == ErrorCode.INVALID_TXN_STATE:
+        raise KafkaApiError(int(code), "Partition was not added to the transaction")
+    if code in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+        raise KafkaApiError(
+            int(ErrorCode.NOT_ENOUGH_REPLICAS),
+            f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}",
+        )
+    raise KafkaApiError(int(code), f"transaction verification failed: {code.name}")
+
+
 def _error(index: int, code: int, message: str = "") -> PartitionResponse:
     return PartitionResponse(index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1,
                              log_start_offset=-1, error_message=message or None)
@@ -91,10 +134,10 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
                 slots.append((topic, index, _error(index, ErrorCode.INVALID_REQUIRED_ACKS)))
                 continue
             try:
-                if _is_transactional(records):
-                    raise KafkaApiError(int(ErrorCode.INVALID_TXN_STATE), "transactions are not supported yet")
                 info, plog = await topics.log(topic, index)
                 plog.update_topic(info)
+                if records is not None and _is_transactional(records):
+                    await _verify_transactional(ctx, req.transactional_id, plog, records)
                 fut = plog.append(
                     records,
                     api_version=version,

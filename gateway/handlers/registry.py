@@ -65,6 +65,7 @@ try:
         produce,
         sync_group,
         update_features,
+        write_txn_markers,
     )
 except Exception as e:
     raise _failed_import(e) from e
@@ -129,4 +130,5 @@ HANDLERS: dict[int, HandlerSpec] = _table(
     serve("DescribeQuorum", describe_quorum.describe_quorum),
     serve("UpdateFeatures", update_features.update_features),
     serve("DescribeTopicPartitions", describe_topic_partitions.describe_topic_partitions),
+    serve("WriteTxnMarkers", write_txn_markers.handle_write_txn_markers),
 )

@@ -8,7 +8,14 @@ lock. The high watermark moves when the ack quorum confirms an entry, in order.
 State kept in the log's metadata (one node, compare-and-set by the owner):
 - ledger properties: each finished ledger's offset/timestamp index (kafka_log/index.py);
 - log properties: leader epoch and its history, the DeleteRecords log start offset, a
-  producer-state snapshot and a next-offset checkpoint.
+  producer-state snapshot (open transactions included) with the aborted transactions of
+  ledgers not finished yet, and a next-offset checkpoint;
+- transactions: a transactional batch opens its producer's transaction, a COMMIT/ABORT marker
+  (append_marker, from the transaction coordinator) closes it once durable; the last stable
+  offset is the first offset of the oldest open one (else the HW); aborts go to the
+  aborted-transactions index (kafka_log/txn.py) persisted with each ledger's offset index.
+The producer state used to check appends moves at append time; a second copy moves only as
+appends become durable, so snapshots never hold a transaction state no durable entry backs.
 Opening (an owner change) rebuilds what the previous owner did not persist by reading only the
 entries no index covers (normally the recovered tail ledger), then bumps the leader epoch.
 """
@@ -22,21 +29,23 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from gateway.errors import KafkaApiError
 from gateway.partition.config import fallback_replication, log_config_for
 from gateway.partition.epochs import EpochHistory
 from gateway.partition.log_fetch import PartitionFetch
-from gateway.partition.producers import BatchMeta, ProducerStateError, ProducerStates
+from gateway.partition.producers import BatchMeta, CompletedTxn, ProducerStateError, ProducerStates
 from gateway.partition.record_checks import check_timestamps
 from gateway.partition.recovery import rebuild
 from gateway.paths import partition_log_name
 from kafka_log.index import LedgerIndex
 from kafka_log.keys import L_EPOCH, L_EPOCHS, L_NEXT, L_PRODUCERS, L_START
+from kafka_log.txn import L_ABORTED, AbortedTxn
 from kafka_log.view import KafkaLogView
 from kafka_wire.errors import ErrorCode
-from kafka_wire.records import InvalidBatch, validate_produce_records
+from kafka_wire.records import InvalidBatch, RecordBatch, build_end_txn_marker, validate_produce_records
+from kafka_wire.records.batch import ATTR_TRANSACTIONAL
 from store.clock import SYSTEM_CLOCK, Clock
 from store.managed.cache import EntryCache
 from store.managed.errors import ManagedLogError
@@ -78,6 +87,26 @@ class ProducerInfo:
     producer_epoch: int
     last_sequence: int
     last_timestamp: int
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
+
+
+# What an append does to the producer state, replayed on the durable copy once it is confirmed:
+# (producer id, epoch, batch, transactional) for data, (producer id, epoch, coordinator epoch,
+# commit, the transaction it closed) for a marker.
+class _DataOp(NamedTuple):
+    producer_id: int
+    epoch: int
+    batch: BatchMeta
+    transactional: bool
+
+
+class _MarkerOp(NamedTuple):
+    producer_id: int
+    epoch: int
+    coordinator_epoch: int
+    commit: bool
+    closed: CompletedTxn | None
 
 
 class PartitionLog(PartitionFetch):
@@ -90,6 +119,7 @@ class PartitionLog(PartitionFetch):
         self.leader_epoch = 0
         self.epochs = EpochHistory()
         self.producers = ProducerStates()
+        self._durable = ProducerStates()  # the producer state of confirmed entries (snapshots)
         self.view = KafkaLogView(ml)  # offsets <-> positions
         self._next = 0  # next offset to assign
         self._hw = 0  # offset after the last confirmed entry
@@ -155,12 +185,15 @@ class PartitionLog(PartitionFetch):
         props = ml.properties
         state = await rebuild(ml, f"{self.topic.name}-{self.partition}")
         self.view.index, self.producers = state.index, state.producers
+        self.view.aborted = state.aborted
+        self._durable = state.producers.copy()
         nxt = state.next_offset
         self._next = self._hw = nxt
         self._log_start = int(props.get(L_START, "0"))
         for idx in state.rebuilt:
             idx.compact()
-            await ml.set_ledger_properties(idx.ledger_id, dict(idx.to_props()))
+            await ml.set_ledger_properties(idx.ledger_id, {**idx.to_props(), **state.aborted.ledger_props(idx.ledger_id)})
+            state.aborted.mark_persisted(idx.ledger_id)
         self.epochs = EpochHistory.from_text(props.get(L_EPOCHS))
         self.leader_epoch = max(int(props.get(L_EPOCH, "-1")), self.epochs.latest) + 1
         self.epochs.assign(self.leader_epoch, nxt)
@@ -170,6 +203,7 @@ class PartitionLog(PartitionFetch):
                 L_EPOCHS: self.epochs.to_text(),
                 L_NEXT: str(nxt),
                 L_PRODUCERS: self.producers.snapshot(nxt),
+                L_ABORTED: state.aborted.unpersisted_text() or None,
             }
         )
 
@@ -248,16 +282,19 @@ class PartitionLog(PartitionFetch):
         if not log_append_time and (timestamp_before_max_ms is not None or timestamp_after_max_ms is not None):
             check_timestamps(batch, _now_ms(), timestamp_before_max_ms, timestamp_after_max_ms)
         lod, pid, pepoch, first_seq = h[6], h[9], h[10], h[11]
+        transactional = bool(h[5] & ATTR_TRANSACTIONAL)
         loop = asyncio.get_running_loop()
         last_seq = -1
         if pid >= 0:
             last_seq = (first_seq + lod) % (1 << 31)
             try:
-                dup = self.producers.check(pid, pepoch, first_seq, last_seq)
+                dup = self.producers.check(pid, pepoch, first_seq, last_seq, transactional)
             except ProducerStateError as e:
                 raise KafkaApiError(int(e.error_code), str(e)) from None
             if dup is not None:
                 return self._duplicate(dup)
+        elif transactional:
+            raise KafkaApiError(int(ErrorCode.INVALID_RECORD), "a transactional batch needs a producer id")
         base = self._next
         batch.set_base_offset(base)
         batch.set_partition_leader_epoch(self.leader_epoch)
@@ -268,13 +305,42 @@ class PartitionLog(PartitionFetch):
             batch.set_log_append_time(append_time)
         nxt = base + lod + 1
         self._next = nxt
+        op: _DataOp | None = None
         if pid >= 0:
-            self.producers.update(pid, pepoch, BatchMeta(first_seq, last_seq, base, nxt - 1, max_ts), _now_ms())
+            meta = BatchMeta(first_seq, last_seq, base, nxt - 1, max_ts)
+            self.producers.update(pid, pepoch, meta, _now_ms(), transactional)
+            op = _DataOp(pid, pepoch, meta, transactional)
         out: asyncio.Future[AppendResult] = loop.create_future()
         self._pending[base] = out
         # A view of the request: the batch bytes go down to the bookies' writelines uncopied.
         fut = self.ml.append(batch.memoryview())
-        fut.add_done_callback(functools.partial(self._on_confirmed, base, nxt, max_ts, append_time, out))
+        fut.add_done_callback(functools.partial(self._on_confirmed, base, nxt, max_ts, append_time, out, op))
+        return out
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, transaction_version: int = 1
+    ) -> asyncio.Future[AppendResult]:
+        """Append a COMMIT/ABORT control batch for the producer (WriteTxnMarkers), closing its
+        open transaction; the future resolves once the marker is durable. KafkaApiError with
+        INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED for a stale marker."""
+        self._check_serving()
+        try:
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
+        except ProducerStateError as e:
+            raise KafkaApiError(int(e.error_code), str(e)) from None
+        now = _now_ms()
+        data = build_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, timestamp=now)
+        batch = RecordBatch(data)
+        base = self._next
+        batch.set_base_offset(base)
+        batch.set_partition_leader_epoch(self.leader_epoch)
+        self._next = base + 1
+        done = self.producers.apply_marker(producer_id, producer_epoch, coordinator_epoch, commit, base, now)
+        op = _MarkerOp(producer_id, producer_epoch, coordinator_epoch, commit, done)
+        out: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        self._pending[base] = out
+        fut = self.ml.append(memoryview(data))
+        fut.add_done_callback(functools.partial(self._on_confirmed, base, base + 1, now, -1, out, op))
         return out
 
     def _duplicate(self, dup: BatchMeta) -> asyncio.Future[AppendResult]:
@@ -293,6 +359,7 @@ class PartitionLog(PartitionFetch):
         max_ts: int,
         append_time: int,
         out: asyncio.Future[AppendResult],
+        op: _DataOp | _MarkerOp | None,
         f: asyncio.Future[Position],
     ) -> None:
         self._pending.pop(base, None)
@@ -303,12 +370,29 @@ class PartitionLog(PartitionFetch):
         pos = f.result()
         finished = self.view.index.add(pos.ledger_id, pos.entry_id, base, nxt, max_ts)
         self._hw = nxt
+        if op is not None:
+            self._confirmed_op(op, pos.ledger_id, base)
         if finished is not None:
             self._spawn(self._persist(finished))
         if not out.done():
             out.set_result(AppendResult(base, append_time, self.log_start_offset))
         if self._waiters:
             self._wake()
+
+    def _confirmed_op(self, op: _DataOp | _MarkerOp, ledger_id: int, base: int) -> None:
+        durable = self._durable
+        if isinstance(op, _DataOp):
+            durable.update(op.producer_id, op.epoch, op.batch, _now_ms(), op.transactional)
+            return
+        d = durable.apply_marker(op.producer_id, op.epoch, op.coordinator_epoch, op.commit, base, _now_ms())
+        if d is not None:
+            durable.complete(d)
+        done = op.closed
+        if done is not None:
+            self.producers.complete(done)
+            if done.aborted:
+                txn = AbortedTxn(op.producer_id, done.first_offset, base, self.last_stable_offset)
+                self.view.aborted.add(ledger_id, txn)
 
     def _spawn(self, coro: object) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
@@ -331,11 +415,21 @@ class PartitionLog(PartitionFetch):
         """Persist a finished ledger's index, then a producer snapshot up to the HW."""
         async with self._persist_lock:
             try:
+                aborted = self.view.aborted
                 if idx is not None:
-                    await self.ml.set_ledger_properties(idx.ledger_id, dict(idx.to_props()))
+                    await self.ml.set_ledger_properties(
+                        idx.ledger_id, {**idx.to_props(), **aborted.ledger_props(idx.ledger_id)}
+                    )
+                    aborted.mark_persisted(idx.ledger_id)
                 hw = self._hw
-                self.producers.expire(_now_ms() - PRODUCER_ID_EXPIRATION_MS)
-                await self.ml.set_properties({L_PRODUCERS: self.producers.snapshot(hw), L_NEXT: str(hw)})
+                before = _now_ms() - PRODUCER_ID_EXPIRATION_MS
+                self.producers.expire(before)
+                self._durable.expire(before)
+                await self.ml.set_properties({
+                    L_PRODUCERS: self._durable.snapshot(hw),
+                    L_ABORTED: aborted.unpersisted_text() or None,
+                    L_NEXT: str(hw),
+                })
             except ManagedLogError as e:
                 log.info("partition %s-%d: could not persist state: %r", self.topic.name, self.partition, e)
             except Exception:
@@ -382,16 +476,19 @@ class PartitionLog(PartitionFetch):
         except ManagedLogError as e:
             raise _not_leader(str(e)) from None
         self.view.forget_positions()
-        # as Kafka: producers with nothing left in the log are forgotten
-        for pid in [p for p, e in self.producers.producers.items() if e.batches and e.batches[-1].last_offset < offset]:
-            del self.producers.producers[pid]
+        # as Kafka: producers with nothing left in the log are forgotten (not those in a transaction)
+        for states in (self.producers, self._durable):
+            gone = [p for p, e in states.producers.items()
+                    if e.batches and e.batches[-1].last_offset < offset and e.txn_first_offset < 0]
+            for pid in gone:
+                del states.producers[pid]
         return self.log_start_offset
 
     # ---- producers ---------------------------------------------------------------------------
 
     def active_producers(self) -> list[ProducerInfo]:
         return [
-            ProducerInfo(p.producer_id, p.epoch, p.last_seq, p.last_timestamp)
+            ProducerInfo(p.producer_id, p.epoch, p.last_seq, p.last_timestamp, p.coordinator_epoch, p.txn_first_offset)
             for p in self.producers.producers.values()
         ]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gateway.partition.epochs import EpochHistory
+from gateway.partition.producers import ProducerStates
 from kafka_log.index import NO_TIMESTAMP
 from kafka_log.view import KafkaLogView
 from kafka_wire.records import TimestampType
@@ -19,6 +20,7 @@ class PartitionOffsets:
     ml: ManagedLog
     view: KafkaLogView
     epochs: EpochHistory
+    producers: ProducerStates
     _hw: int
     _log_start: int
     _check_serving: Callable[[], None]
@@ -28,12 +30,20 @@ class PartitionOffsets:
         return self._hw
 
     @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest transaction not yet closed by a durable marker, else
+        the HW (read_committed readers stop here)."""
+        first = self.producers.first_unstable_offset()
+        return self._hw if first is None or first > self._hw else first
+
+    @property
     def log_end_offset(self) -> int:
         return self._hw
 
     @property
     def log_start_offset(self) -> int:
         self.view.index.drop_before(self.ml.start.ledger_id)
+        self.view.aborted.drop_before(self.ml.start.ledger_id)
         first = self.view.index.ledgers[0].first_offset if self.view.index.ledgers else self._hw
         return min(max(self._log_start, first), self._hw)
 

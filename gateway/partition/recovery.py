@@ -2,7 +2,9 @@
 
 Indexes of finished ledgers come from their properties; entries no index covers (normally the
 tail ledger the previous owner never finished, recovered by ManagedLog.open) are read once to
-index them. Producer state is the last snapshot plus a replay of the batches after it.
+index them. Producer state (open transactions included) is the last snapshot plus a replay of
+the batches and transaction markers after it. The aborted-transactions index comes from the
+finished ledgers' properties, the snapshot's list for the others, and the replayed markers.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from dataclasses import dataclass, field
 from gateway.partition.producers import BatchMeta, ProducerStates
 from kafka_log.index import LedgerIndex, OffsetIndex
 from kafka_log.keys import L_NEXT, L_PRODUCERS, L_START
+from kafka_log.txn import L_ABORTED, AbortedIndex, AbortedTxn
 from kafka_log.view import scan
-from kafka_wire.records import RecordBatch
+from kafka_wire.records import RecordBatch, read_end_txn_marker
+from kafka_wire.records.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from store.managed.log import ManagedLog
 from store.managed.position import Position
 
@@ -28,6 +32,7 @@ class Rebuilt:
     producers: ProducerStates
     next_offset: int
     rebuilt: list[LedgerIndex] = field(default_factory=list)  # indexes to persist
+    aborted: AbortedIndex = field(default_factory=AbortedIndex)
 
 
 async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
@@ -35,6 +40,7 @@ async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
     props = ml.properties
     producers, snap_upto = ProducerStates.from_snapshot(props.get(L_PRODUCERS))
     index = OffsetIndex()
+    aborted = AbortedIndex()
     rebuilt: list[LedgerIndex] = []
     unindexed: Position | None = None  # the first entry no persisted index covers
     for li in ml.ledgers[:-1]:
@@ -43,11 +49,13 @@ async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
         idx = None if unindexed is not None else LedgerIndex.from_props(li.ledger_id, li.props)
         if idx is not None:
             index.append_ledger(idx)
+            aborted.load_ledger(li.ledger_id, li.props)
             if idx.count < li.entries:
                 rebuilt.append(idx)
                 unindexed = Position(li.ledger_id, idx.count)
         elif unindexed is None:
             unindexed = Position(li.ledger_id, 0)
+    aborted.load_text(props.get(L_ABORTED))
     start = unindexed
     if index.last is not None and snap_upto < index.last.next_offset:
         found = index.find(max(snap_upto, index.ledgers[0].first_offset))
@@ -68,10 +76,25 @@ async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
                         index.append_ledger(cur)
                         rebuilt.append(cur)
                     cur.add(e.position.entry_id, base, nxt, h[8])
-                if base >= snap_upto and h[9] >= 0:
-                    last_seq = (h[11] + h[6]) % (1 << 31)
-                    # replayed producers count as active now: expiry restarts after an owner change
-                    producers.update(h[9], h[10], BatchMeta(h[11], last_seq, base, nxt - 1, h[8]), now)
+                if base < snap_upto or h[9] < 0:
+                    continue
+                if h[5] & ATTR_CONTROL:
+                    marker = read_end_txn_marker(RecordBatch(e.data))
+                    if marker is None:
+                        continue
+                    done = producers.apply_marker(h[9], h[10], marker.coordinator_epoch, marker.commit, base, now)
+                    if done is not None:
+                        producers.complete(done)
+                        if done.aborted:
+                            first = producers.first_unstable_offset()
+                            lso = nxt if first is None else first
+                            aborted.add(e.position.ledger_id, AbortedTxn(h[9], done.first_offset, base, lso))
+                    continue
+                last_seq = (h[11] + h[6]) % (1 << 31)
+                # replayed producers count as active now: expiry restarts after an owner change
+                producers.update(
+                    h[9], h[10], BatchMeta(h[11], last_seq, base, nxt - 1, h[8]), now, bool(h[5] & ATTR_TRANSACTIONAL)
+                )
     nxt = index.last.next_offset if index.last is not None else 0
     nxt = max(nxt, int(props.get(L_NEXT, "0")), int(props.get(L_START, "0")))
-    return Rebuilt(index, producers, nxt, rebuilt)
+    return Rebuilt(index, producers, nxt, rebuilt, aborted)

@@ -10,6 +10,7 @@ from kafka_wire.records.batch import (
 )
 from kafka_wire.records.builder import NewRecord, build_batch
 from kafka_wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Compression, compress, decompress
+from kafka_wire.records.control import EndTxnMarker, build_end_txn_marker, read_end_txn_marker
 from kafka_wire.records.exceptions import InvalidBatch
 from kafka_wire.records.produce import validate_produce_records
 from kafka_wire.records.record import Header, Record, iter_records
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_MAX_DECOMPRESSED",
     "LOG_OVERHEAD",
     "Compression",
+    "EndTxnMarker",
     "Header",
     "InvalidBatch",
     "NewRecord",
@@ -26,10 +28,12 @@ __all__ = [
     "RecordBatch",
     "TimestampType",
     "build_batch",
+    "build_end_txn_marker",
     "compress",
     "decompress",
     "iter_batches",
     "iter_records",
     "last_complete_batch_end",
+    "read_end_txn_marker",
     "validate_produce_records",
 ]

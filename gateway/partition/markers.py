@@ -1,0 +1,54 @@
+"""Transaction markers on the partitions this gateway owns: the one code path behind the
+WriteTxnMarkers API and the in-process calls of a transaction coordinator running here (which
+gets `marker_writer(services)` injected: coordinator/ never imports gateway/)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.errors import KafkaApiError
+from gateway.partition.lookup import TopicCache
+from kafka_log.txn import MarkerWriter
+from kafka_wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from gateway.services import GatewayServices
+
+
+async def write_marker(
+    topics: TopicCache,
+    topic: str,
+    partition: int,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    transaction_version: int = 1,
+) -> ErrorCode:
+    """Append a COMMIT/ABORT marker to one partition; NONE once it is durable, else the
+    partition's error as WriteTxnMarkers answers it."""
+    try:
+        _, plog = await topics.log(topic, partition)
+        await plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, transaction_version)
+    except KafkaApiError as e:
+        return ErrorCode(e.error_code)
+    return ErrorCode.NONE
+
+
+def marker_writer(services: GatewayServices) -> MarkerWriter:
+    """The MarkerWriter (kafka_log/txn.py) of this gateway's partitions."""
+
+    async def write(
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        /,
+        transaction_version: int = 1,
+    ) -> ErrorCode:
+        return await write_marker(TopicCache(services), topic, partition, producer_id, producer_epoch, commit,
+                                  coordinator_epoch, transaction_version)
+
+    return write

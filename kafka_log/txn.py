@@ -1,0 +1,149 @@
+"""Transactions in a Kafka log: the aborted-transactions index, and the interface between a
+partition's owner and a transaction coordinator (types only, so `coordinator/` can name them
+without importing `gateway/`).
+
+The aborted-transactions index (Kafka's TransactionIndex) holds, per aborted transaction that
+wrote to the log, (producer id, first offset, last offset = the ABORT marker's offset, and the
+last stable offset once that marker was in). Each entry belongs to the ledger holding its
+marker; a ledger's entries are persisted in its properties with its offset index, entries of
+ledgers not persisted yet travel in the log's producer snapshot (L_ABORTED), and the rest is
+rebuilt from the log tail. A read_committed fetch of [start, upper) needs every aborted
+transaction overlapping it: a binary search on last offsets, then forward until an entry whose
+last stable offset reaches `upper` (no later abort can start before it), as Kafka's
+collectAbortedTxns, all in memory.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Awaitable, Callable, Iterable
+from typing import NamedTuple, Protocol
+
+from kafka_wire.errors import ErrorCode
+
+P_ABORTED = "k.aborted"  # ledger property: "pid,first,last,lso;..." of the aborts marked in it
+L_ABORTED = "kafka.aborted"  # log property: "ledger,pid,first,last,lso;..." not yet in ledger props
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the ABORT marker's offset
+    last_stable_offset: int  # the partition's LSO once the marker was in
+
+
+class AbortedIndex:
+    """The aborted transactions of one partition, in marker order."""
+
+    def __init__(self) -> None:
+        self._txns: list[AbortedTxn] = []
+        self._lasts: list[int] = []
+        self._ledgers: list[int] = []  # ledger holding each marker
+        self._persisted: set[int] = set()  # ledgers whose entries are in their properties
+
+    def __len__(self) -> int:
+        return len(self._txns)
+
+    def add(self, ledger_id: int, txn: AbortedTxn) -> None:
+        """Record an abort (idempotent: an entry with the same marker offset is kept once)."""
+        i = bisect.bisect_left(self._lasts, txn.last_offset)
+        if i < len(self._lasts) and self._lasts[i] == txn.last_offset:
+            return
+        self._txns.insert(i, txn)
+        self._lasts.insert(i, txn.last_offset)
+        self._ledgers.insert(i, ledger_id)
+
+    def collect(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping [start, upper)."""
+        out: list[tuple[int, int]] = []
+        for i in range(bisect.bisect_left(self._lasts, start), len(self._txns)):
+            t = self._txns[i]
+            if t.first_offset < upper:
+                out.append((t.producer_id, t.first_offset))
+            if t.last_stable_offset >= upper:
+                break
+        return out
+
+    def drop_before(self, ledger_id: int) -> None:
+        """Forget the aborts marked in ledgers deleted from the log (retention, DeleteRecords)."""
+        if self._ledgers and self._ledgers[0] < ledger_id:
+            keep = [i for i, lid in enumerate(self._ledgers) if lid >= ledger_id]
+            self._txns = [self._txns[i] for i in keep]
+            self._lasts = [self._lasts[i] for i in keep]
+            self._ledgers = [self._ledgers[i] for i in keep]
+            self._persisted = {lid for lid in self._persisted if lid >= ledger_id}
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    def ledger_props(self, ledger_id: int) -> dict[str, str | None]:
+        """The ledger property holding its aborts (removed when it has none)."""
+        txt = ";".join(",".join(map(str, t)) for t, lid in zip(self._txns, self._ledgers) if lid == ledger_id)
+        return {P_ABORTED: txt or None}
+
+    def mark_persisted(self, ledger_id: int) -> None:
+        self._persisted.add(ledger_id)
+
+    def load_ledger(self, ledger_id: int, props: dict[str, str]) -> None:
+        """Add a ledger's persisted aborts (from its properties)."""
+        for item in filter(None, props.get(P_ABORTED, "").split(";")):
+            self.add(ledger_id, AbortedTxn(*(int(x) for x in item.split(","))))
+        self._persisted.add(ledger_id)
+
+    def unpersisted_text(self) -> str:
+        """The aborts of ledgers whose properties do not hold them yet (for L_ABORTED)."""
+        return ";".join(
+            f"{lid},{','.join(map(str, t))}"
+            for t, lid in zip(self._txns, self._ledgers)
+            if lid not in self._persisted
+        )
+
+    def load_text(self, text: str | None) -> None:
+        """Add the aborts an L_ABORTED value lists."""
+        for item in filter(None, (text or "").split(";")):
+            lid, *rest = (int(x) for x in item.split(","))
+            self.add(lid, AbortedTxn(*rest))
+
+    def entries(self) -> Iterable[tuple[int, AbortedTxn]]:
+        return zip(self._ledgers, self._txns)
+
+
+# ---- the coordinator <-> partition owner interface ------------------------------------------------
+
+
+class MarkerWriter(Protocol):
+    """Append a COMMIT (commit=True) or ABORT marker for a producer to one partition, answering
+    once it is durable: NONE, or the partition's Kafka error (NOT_LEADER_OR_FOLLOWER when this
+    gateway does not own it, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH,
+    TRANSACTION_COORDINATOR_FENCED, ...), as WriteTxnMarkers answers per partition.
+    `transaction_version` 2 (KIP-890) means the marker carries the bumped epoch, which must be
+    above the producer's current epoch."""
+
+    def __call__(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        /,
+        transaction_version: int = 1,
+    ) -> Awaitable[ErrorCode]: ...
+
+
+# Before a partition owner appends the first transactional batch of a producer's transaction, it
+# asks the coordinator (transaction.partition.verification.enable):
+#   verifier(transactional_id, producer_id, producer_epoch, topic, partition, add_partition)
+# add_partition False: AddPartitionsToTxn verify-only (TV1, Produce < v12); True: add it (TV2,
+# KIP-890 part 2). Answers NONE to go on, else the coordinator's error (INVALID_TXN_STATE when the
+# partition is not in the transaction, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED,
+# CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ...); the produce path maps
+# retriable ones as Kafka's ReplicaManager does.
+TxnVerifier = Callable[[str, int, int, str, int, bool], Awaitable[ErrorCode]]
+
+
+async def accept_all(
+    transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int, add_partition: bool
+) -> ErrorCode:
+    """The default verifier: every transactional batch is accepted."""
+    return ErrorCode.NONE

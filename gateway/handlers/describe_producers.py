@@ -1,4 +1,5 @@
-"""DescribeProducers (v0): the idempotent producers a partition knows."""
+"""DescribeProducers (v0): the producers a partition knows, with their open transaction's first
+offset and the coordinator epoch of their last marker."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ async def _answer(index: int, plog: PartitionLog) -> PartitionResponse:
     states = [
         ProducerState(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
                       last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
-                      coordinator_epoch=-1, current_txn_start_offset=-1)
+                      coordinator_epoch=p.coordinator_epoch, current_txn_start_offset=p.current_txn_start_offset)
         for p in plog.active_producers()
     ]
     return PartitionResponse(partition_index=index, error_code=0, active_producers=states)

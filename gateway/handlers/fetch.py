@@ -1,5 +1,7 @@
 """Fetch (v4-18): stored batches sent as they are (RawResponse, no copy), Kafka's byte limits,
-long polling woken by appends, sessionless answers.
+long polling woken by appends, sessionless answers. read_committed (isolation_level 1) stops at
+the last stable offset and lists the aborted transactions of the returned range; both levels
+report the LSO as Kafka does.
 
 Fetch sessions: we never create one. A full request (session id 0, epoch 0 or -1) gets a full
 answer with session id 0, which Kafka clients read as "this broker keeps no session" and keep
@@ -25,6 +27,7 @@ from kafka_wire.messages.fetch import FetchRequest
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
+READ_COMMITTED = 1
 
 _Slot = tuple[int, "FetchRequest.FetchPartition", "PartitionLog | None", int]  # topic no, req, log, error
 
@@ -34,7 +37,7 @@ def _error_partition(index: int, code: int) -> FetchPartition:
 
 
 async def _read_all(
-    slots: list[_Slot], topics: list[FetchTopic], max_bytes: int
+    slots: list[_Slot], topics: list[FetchTopic], max_bytes: int, committed: bool
 ) -> tuple[int, bool]:
     """One pass over every partition (Kafka's limits); fills `topics`. (bytes, any error)."""
     for t in topics:
@@ -50,7 +53,12 @@ async def _read_all(
             continue
         try:
             plog.check_leader_epoch(p.current_leader_epoch)
-            recs = await plog.read(p.fetch_offset, min(p.partition_max_bytes, max(remaining, 0)), min_one=min_one)
+            limit = min(p.partition_max_bytes, max(remaining, 0))
+            aborted: list[tuple[int, int]] | None = None
+            if committed:
+                recs, aborted = await plog.read_committed(p.fetch_offset, limit, min_one=min_one)
+            else:
+                recs = await plog.read(p.fetch_offset, limit, min_one=min_one)
         except KafkaApiError as e:
             topics[tno].partitions.append(_error_partition(p.partition, e.error_code))
             errors = True
@@ -62,10 +70,9 @@ async def _read_all(
             min_one = False
             remaining -= size
             total += size
-        hw = plog.high_watermark
         topics[tno].partitions.append(
-            FetchPartition(p.partition, high_watermark=hw, last_stable_offset=hw,
-                           log_start_offset=plog.log_start_offset, records=recs)
+            FetchPartition(p.partition, high_watermark=plog.high_watermark, last_stable_offset=plog.last_stable_offset,
+                           log_start_offset=plog.log_start_offset, aborted_transactions=aborted, records=recs)
         )
     return total, errors
 
@@ -89,7 +96,8 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
             except KafkaApiError as e:
                 slots.append((len(topics) - 1, p, None, e.error_code))
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
-    total, errors = await _read_all(slots, topics, max_bytes)
+    committed = req.isolation_level == READ_COMMITTED
+    total, errors = await _read_all(slots, topics, max_bytes, committed)
     logs = [s[2] for s in slots if s[2] is not None]
     while total < req.min_bytes and not errors and logs:
         remaining = deadline - time.monotonic()
@@ -105,6 +113,6 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
         finally:
             for plog in logs:
                 plog.remove_waiter(woken)
-        total, errors = await _read_all(slots, topics, max_bytes)
+        total, errors = await _read_all(slots, topics, max_bytes, committed)
     fetch_answered(topics, {tno: plog.topic.name for tno, _, plog, _ in slots if plog is not None})
     return RawResponse(encode_fetch_response(version, topics, session_id=0))

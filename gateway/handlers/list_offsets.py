@@ -1,7 +1,8 @@
 """ListOffsets (v1-11): earliest, latest, by timestamp (index, not scan), max timestamp, and
 the tiered specials as Kafka 4.x answers them: EARLIEST_LOCAL is the first offset still on
 bookies, LATEST_TIERED the last offset offloaded (-1 with epoch -1 unless the topic has
-remote.storage.enable)."""
+remote.storage.enable). read_committed (isolation_level 1) answers up to the last stable offset:
+LATEST is the LSO, and other lookups find nothing at or past it, as Kafka's."""
 
 from __future__ import annotations
 
@@ -23,10 +24,20 @@ PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 ListOffsetsPartition = ListOffsetsRequest.ListOffsetsPartition
 
 
-async def lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
+READ_COMMITTED = 1
+
+
+async def lookup(plog: PartitionLog, ts: int, committed: bool = False) -> tuple[int, int, int]:
     """(timestamp, offset, leader epoch) for one ListOffsets query."""
     if ts == LATEST:
-        return -1, plog.high_watermark, plog.leader_epoch
+        return -1, plog.last_stable_offset if committed else plog.high_watermark, plog.leader_epoch
+    found = await _lookup(plog, ts)
+    if committed and ts not in (EARLIEST, EARLIEST_LOCAL) and found[1] >= plog.last_stable_offset:
+        return -1, -1, -1
+    return found
+
+
+async def _lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
     if ts == EARLIEST:
         start = plog.log_start_offset
         return -1, start, plog.epoch_for_offset(start)
@@ -49,9 +60,9 @@ async def lookup(plog: PartitionLog, ts: int) -> tuple[int, int, int]:
     return found[0], found[1], plog.epoch_for_offset(found[1])
 
 
-async def _answer(p: ListOffsetsPartition, plog: PartitionLog) -> PartitionResponse:
+async def _answer(p: ListOffsetsPartition, plog: PartitionLog, committed: bool) -> PartitionResponse:
     plog.check_leader_epoch(p.current_leader_epoch)
-    ts, off, epoch = await lookup(plog, p.timestamp)
+    ts, off, epoch = await lookup(plog, p.timestamp, committed)
     return PartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=ts, offset=off,
                              leader_epoch=epoch)
 
@@ -62,6 +73,11 @@ def _failed(p: ListOffsetsPartition, e: KafkaApiError) -> PartitionResponse:
 
 
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    committed = req.isolation_level == READ_COMMITTED
+
+    async def answer(p: ListOffsetsPartition, plog: PartitionLog) -> PartitionResponse:
+        return await _answer(p, plog, committed)
+
     return ListOffsetsResponse(topics=await TopicCache(ctx.services).per_partition(
-        req.topics, lambda t: (t.name, t.partitions), lambda p: p.partition_index, _answer, _failed,
+        req.topics, lambda t: (t.name, t.partitions), lambda p: p.partition_index, answer, _failed,
         lambda t, parts: TopicResponse(name=t.name, partitions=parts)))

@@ -1,0 +1,128 @@
+"""The hooks between partition owners and transaction coordinators, in process: the produce
+path's verification of transactional batches (services.txn_verifier, Kafka's error mapping,
+transaction.partition.verification.enable) and marker_writer, the MarkerWriter a coordinator on
+this gateway gets injected."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gateway.errors import KafkaApiError
+from gateway.handlers.produce import handle_produce
+from gateway.partition.log import PartitionLog
+from gateway.partition.markers import marker_writer
+from gateway.topics.registry import TopicInfo
+from kafka_log.txn import MarkerWriter
+from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.produce import ProduceRequest
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
+from tests.gateway.test_partition_log import open_log
+from tests.gateway.test_partition_txn import tbatch
+from tests.store.managed.fakes import FakeLedgerClient
+
+
+@pytest.fixture
+async def plog(tmp_path: Path) -> AsyncIterator[PartitionLog]:
+    m: MetaStore = open_meta(f"embedded://{tmp_path / 'meta'}")
+    await m.start()
+    p = await open_log(m, FakeLedgerClient())
+    try:
+        yield p
+    finally:
+        await p.close()
+        await m.close()
+
+
+class Verifier:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int, str, int, bool]] = []
+        self.answer = ErrorCode.NONE
+
+    async def __call__(self, txn_id: str, pid: int, epoch: int, topic: str, partition: int, add: bool) -> ErrorCode:
+        self.calls.append((txn_id, pid, epoch, topic, partition, add))
+        return self.answer
+
+
+def services(p: PartitionLog, verifier: Verifier, *, verify: bool = True) -> Any:
+    two = dataclasses.replace(p.topic, partitions=2)  # partition 1 is owned elsewhere
+
+    async def get_topic(name: str) -> TopicInfo | None:
+        return two if name == p.topic.name else None
+
+    async def get_log(info: TopicInfo, partition: int) -> PartitionLog:
+        if partition != 0:
+            raise KafkaApiError(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "elsewhere")
+        return p
+
+    return SimpleNamespace(
+        topics=SimpleNamespace(get=get_topic), partitions=SimpleNamespace(get=get_log),
+        config=SimpleNamespace(transaction_partition_verification=verify), txn_verifier=verifier,
+    )
+
+
+async def produce(svc: Any, data: bytearray, *, version: int = 9, txn_id: str | None = "tx") -> tuple[int, int]:
+    part = ProduceRequest.PartitionProduceData(index=0, records=bytes(data))
+    req = ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=10_000,
+                         topic_data=[ProduceRequest.TopicProduceData(name="t", partition_data=[part])])
+    ctx = SimpleNamespace(api_version=version, services=svc, client_address=f"test:{version}")
+    resp = await handle_produce(ctx, memoryview(bytearray(req.encode(version))))  # type: ignore[arg-type]
+    assert resp is not None
+    r = resp.responses[0].partition_responses[0]
+    return r.error_code, r.base_offset
+
+
+async def test_first_batch_of_a_transaction_is_verified(plog: PartitionLog) -> None:
+    v = Verifier()
+    svc = services(plog, v)
+    v.answer = ErrorCode.INVALID_TXN_STATE  # not added to the transaction (TV1)
+    assert await produce(svc, tbatch(1, pid=5, seq=0)) == (ErrorCode.INVALID_TXN_STATE, -1)
+    assert v.calls == [("tx", 5, 0, "t", 0, False)] and plog.high_watermark == 0
+    for code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+        v.answer = code  # retriable for every client
+        assert (await produce(svc, tbatch(1, pid=5, seq=0)))[0] == ErrorCode.NOT_ENOUGH_REPLICAS
+    v.answer = ErrorCode.PRODUCER_FENCED
+    assert (await produce(svc, tbatch(1, pid=5, seq=0)))[0] == ErrorCode.PRODUCER_FENCED
+    v.answer = ErrorCode.NONE
+    assert await produce(svc, tbatch(1, pid=5, seq=0)) == (0, 0)
+    # inside the open transaction no more questions
+    n = len(v.calls)
+    assert await produce(svc, tbatch(1, pid=5, seq=1)) == (0, 1)
+    assert len(v.calls) == n
+    # non-transactional batches never ask
+    assert await produce(svc, tbatch(1, pid=6, seq=0, transactional=False), txn_id=None) == (0, 2)
+    assert len(v.calls) == n
+    # Produce v12+ (TV2): the coordinator is asked to add the partition
+    assert await produce(svc, tbatch(1, pid=7, seq=0), version=12) == (0, 3)
+    assert v.calls[-1] == ("tx", 7, 0, "t", 0, True)
+    # a transactional batch without a transactional id
+    assert (await produce(svc, tbatch(1, pid=8, seq=0), txn_id=None))[0] == ErrorCode.INVALID_TXN_STATE
+
+
+async def test_verification_can_be_disabled(plog: PartitionLog) -> None:
+    v = Verifier()
+    v.answer = ErrorCode.INVALID_TXN_STATE
+    assert await produce(services(plog, v, verify=False), tbatch(1, pid=5, seq=0)) == (0, 0)
+    assert v.calls == []
+
+
+async def test_marker_writer(plog: PartitionLog) -> None:
+    write: MarkerWriter = marker_writer(services(plog, Verifier()))
+    assert await produce(services(plog, Verifier()), tbatch(2, pid=5, seq=0)) == (0, 0)
+    assert plog.last_stable_offset == 0
+    assert await write("t", 0, 5, 0, False, 3) == ErrorCode.NONE  # durable on return
+    assert (plog.high_watermark, plog.last_stable_offset) == (3, 3)
+    assert plog.view.aborted.collect(0, 3) == [(5, 0)]
+    assert await write("t", 1, 5, 0, True, 3) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert await write("t", 9, 5, 0, True, 3) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert await write("other", 0, 5, 0, True, 3) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert await write("t", 0, 5, 0, True, 3, transaction_version=2) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert await write("t", 0, 5, 1, True, 2, transaction_version=2) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+

@@ -79,23 +79,25 @@ TV2_PRODUCE_VERSION = 12  # Produce v12+ from a TV2 producer: the partition is a
 
 async def _verify_transactional(
     ctx: RequestContext, transactional_id: str | None, plog: PartitionLog, records: memoryview
-) -> None:
+) -> int | None:
     """KafkaApiError unless the batch may be appended: a transactional batch that would open a
-    transaction on this partition needs the coordinator's confirmation first."""
+    transaction on this partition needs the coordinator's confirmation first. Returns the
+    producer's verification guard for the append (None: nothing was verified)."""
     if not ctx.services.config.transaction_partition_verification:
-        return
+        return None
     if len(records) < OFF_PRODUCER_ID + 10:
-        return  # refused by validation
+        return None  # refused by validation
     pid = int.from_bytes(records[OFF_PRODUCER_ID : OFF_PRODUCER_ID + 8], "big", signed=True)
     epoch = int.from_bytes(records[OFF_PRODUCER_ID + 8 : OFF_PRODUCER_ID + 10], "big", signed=True)
     if pid < 0 or plog.producers.in_transaction(pid):
-        return
+        return None
+    guard = plog.producers.verification_guard(pid)
     if transactional_id is None:
         raise KafkaApiError(int(ErrorCode.INVALID_TXN_STATE), "a transactional batch without a transactional id")
     code = await ctx.services.txn_verifier(transactional_id, pid, epoch, plog.topic.name, plog.partition,
                                            ctx.api_version >= TV2_PRODUCE_VERSION)
     if code == ErrorCode.NONE:
-        return
+        return guard
     if code == ErrorCode.INVALID_TXN_STATE:
         raise KafkaApiError(int(code), "Partition was not added to the transaction")
     if code in _RETRY_AS_NOT_ENOUGH_REPLICAS:
@@ -136,8 +138,9 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
             try:
                 info, plog = await topics.log(topic, index)
                 plog.update_topic(info)
+                guard = None
                 if records is not None and _is_transactional(records):
-                    await _verify_transactional(ctx, req.transactional_id, plog, records)
+                    guard = await _verify_transactional(ctx, req.transactional_id, plog, records)
                 fut = plog.append(
                     records,
                     api_version=version,
@@ -145,6 +148,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
                     log_append_time=info.config("message.timestamp.type") == "LogAppendTime",
                     timestamp_before_max_ms=info.config_int("message.timestamp.before.max.ms"),
                     timestamp_after_max_ms=info.config_int("message.timestamp.after.max.ms"),
+                    verification_guard=guard,
                 )
                 bytes_in(info.name, records)
             except RecordValidationError as e:

@@ -263,10 +263,13 @@ class PartitionLog(PartitionFetch):
         log_append_time: bool,
         timestamp_before_max_ms: int | None = None,
         timestamp_after_max_ms: int | None = None,
+        verification_guard: int | None = None,
     ) -> asyncio.Future[AppendResult]:
         """Validate, sequence and append one partition's produce data (patched in place, so
         `records` must be writable). The future resolves once the ack quorum has the batch;
-        KafkaApiError (raised here or set on the future) carries the partition's error."""
+        KafkaApiError (raised here or set on the future) carries the partition's error.
+        `verification_guard`: the producer's verification_guard when the coordinator confirmed
+        its transaction; a marker since then refuses a batch that would open one."""
         self._check_serving()
         try:
             batch = validate_produce_records(records, api_version)
@@ -293,6 +296,10 @@ class PartitionLog(PartitionFetch):
                 raise KafkaApiError(int(e.error_code), str(e)) from None
             if dup is not None:
                 return self._duplicate(dup)
+            if (verification_guard is not None and transactional and not self.producers.in_transaction(pid)
+                    and self.producers.verification_guard(pid) != verification_guard):
+                raise KafkaApiError(int(ErrorCode.INVALID_TXN_STATE),
+                                    f"the transaction of producer {pid} ended while the partition was verified")
         elif transactional:
             raise KafkaApiError(int(ErrorCode.INVALID_RECORD), "a transactional batch needs a producer id")
         base = self._next

@@ -36,6 +36,7 @@ class ProducerEntry:
     touched_ms: int = 0  # wall clock of the last append (expiry; batch timestamps may be old)
     coordinator_epoch: int = -1  # of the last marker
     txn_first_offset: int = -1  # first offset of the open transaction, -1: none
+    markers: int = 0  # markers applied by this owner (a transaction verification guard)
 
     @property
     def last_seq(self) -> int:
@@ -79,6 +80,12 @@ class ProducerStates:
         """The first offset of the oldest transaction whose marker is not durable yet."""
         # offsets are inserted in increasing order, so the first key is the smallest
         return next(iter(self.ongoing), None)
+
+    def verification_guard(self, pid: int) -> int:
+        """Changes whenever a marker lands for the producer: a transaction verified before one
+        did may not be opened after it (Kafka's VerificationGuard)."""
+        cur = self.producers.get(pid)
+        return cur.markers if cur is not None else 0
 
     def in_transaction(self, pid: int) -> bool:
         cur = self.producers.get(pid)
@@ -175,6 +182,7 @@ class ProducerStates:
             cur.epoch = epoch
             cur.batches.clear()
         cur.coordinator_epoch = coordinator_epoch
+        cur.markers += 1
         cur.touched_ms = max(cur.touched_ms, now_ms)
         return done
 

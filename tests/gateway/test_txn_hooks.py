@@ -126,3 +126,15 @@ async def test_marker_writer(plog: PartitionLog) -> None:
     assert await write("t", 0, 5, 1, True, 2, transaction_version=2) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
+
+
+async def test_a_marker_during_verification_refuses_the_batch(plog: PartitionLog) -> None:
+    class AbortMeanwhile(Verifier):
+        async def __call__(self, txn_id: str, pid: int, epoch: int, topic: str, partition: int,
+                           add: bool) -> ErrorCode:
+            await plog.append_marker(pid, epoch, False, 0)  # the coordinator aborted meanwhile
+            return await super().__call__(txn_id, pid, epoch, topic, partition, add)
+
+    v = AbortMeanwhile()
+    assert (await produce(services(plog, v), tbatch(1, pid=5, seq=0)))[0] == ErrorCode.INVALID_TXN_STATE
+    assert plog.high_watermark == 1 and not plog.producers.in_transaction(5)  # only the marker

@@ -17,6 +17,7 @@ from kafka_wire.errors import ErrorCode
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 NO_EPOCH = -1
 MAX_SEQ = (1 << 31) - 1
+MAX_EPOCH = (1 << 15) - 1
 
 
 class BatchMeta(NamedTuple):
@@ -148,12 +149,14 @@ class ProducerStates:
     def check_marker(self, pid: int, epoch: int, coordinator_epoch: int, transaction_version: int) -> None:
         """Kafka's checks of a COMMIT/ABORT marker from the coordinator: the producer epoch (under
         transaction version 2 the marker carries the bumped epoch, so it must be above the last
-        one seen) and the coordinator epoch (a zombie coordinator is fenced)."""
+        one seen, except for a retried marker of a transaction already closed) and the
+        coordinator epoch (a zombie coordinator is fenced)."""
         cur = self.producers.get(pid)
         if cur is None:
             return
         stale = epoch <= cur.epoch if transaction_version >= 2 else epoch < cur.epoch
-        if stale:
+        retry = transaction_version >= 2 and epoch == cur.epoch and (cur.txn_first_offset < 0 or epoch == MAX_EPOCH)
+        if stale and not retry:
             raise ProducerStateError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"marker epoch {epoch} of producer {pid} is {'<=' if transaction_version >= 2 else '<'} "

@@ -50,6 +50,8 @@ async def error_of(coro: object) -> int:
 
 async def test_lso_follows_open_transactions_and_aborts_are_indexed(meta: MetaStore) -> None:
     p = await open_log(meta, FakeLedgerClient())
+    heard: list[tuple[int, int, bool, int, int]] = []
+    p.add_marker_listener(lambda pid, epoch, commit, off: heard.append((pid, epoch, commit, off, p.last_stable_offset)))
     assert await produce(p, tbatch(2, pid=1, seq=0, transactional=False)) == 0  # plain idempotent
     assert await produce(p, tbatch(3, pid=7, seq=0)) == 2  # opens pid 7's transaction at 2
     assert await produce(p, tbatch(1, pid=8, seq=0)) == 5  # opens pid 8's at 5
@@ -60,6 +62,7 @@ async def test_lso_follows_open_transactions_and_aborts_are_indexed(meta: MetaSt
     assert await marker(p, 8, 0, commit=True) == 9
     assert (p.high_watermark, p.last_stable_offset) == (10, 10)
     assert p.view.aborted.collect(0, 10) == [(7, 2)]
+    assert heard == [(7, 0, False, 8, 5), (8, 0, True, 9, 10)]  # once durable, the LSO moved
     assert p.view.aborted.collect(9, 10) == []  # ended before
     assert p.view.aborted.collect(0, 2) == []  # starts after
     # the markers are control batches as Kafka writes them
@@ -104,11 +107,12 @@ async def test_marker_and_batch_epoch_rules(meta: MetaStore) -> None:
     assert await error_of(marker(p, 9, 3, commit=True, tv=2)) == ErrorCode.INVALID_PRODUCER_EPOCH  # TV2: not bumped
     await marker(p, 9, 4, commit=True, coord=5, tv=2)  # TV2 commit with the bumped epoch
     assert p.last_stable_offset == p.high_watermark
+    assert await marker(p, 9, 4, commit=True, coord=5, tv=2) == 2  # a retried TV2 marker is written again
     assert await error_of(marker(p, 9, 5, commit=True, coord=4)) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
     # after the bump the producer's sequences start over at 0
     assert await error_of(produce(p, tbatch(1, pid=9, epoch=4, seq=1))) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert await produce(p, tbatch(1, pid=9, epoch=4, seq=0)) == 2
-    assert await produce(p, tbatch(1, pid=9, epoch=4, seq=0)) == 2  # a duplicate still is one
+    assert await produce(p, tbatch(1, pid=9, epoch=4, seq=0)) == 3
+    assert await produce(p, tbatch(1, pid=9, epoch=4, seq=0)) == 3  # a duplicate still is one
     # a marker for a producer with nothing open is appended, and indexes nothing
     await marker(p, 11, 0, commit=False)
     assert len(p.view.aborted) == 0

@@ -122,7 +122,8 @@ async def test_marker_writer(plog: PartitionLog) -> None:
     assert await write("t", 1, 5, 0, True, 3) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert await write("t", 9, 5, 0, True, 3) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert await write("other", 0, 5, 0, True, 3) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert await write("t", 0, 5, 0, True, 3, transaction_version=2) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert await write("t", 0, 5, 1, True, 3, transaction_version=2) == ErrorCode.NONE  # bumped epoch
+    assert await write("t", 0, 5, 0, True, 3) == ErrorCode.INVALID_PRODUCER_EPOCH
     assert await write("t", 0, 5, 1, True, 2, transaction_version=2) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 

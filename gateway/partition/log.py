@@ -127,7 +127,6 @@ class PartitionLog(PartitionFetch):
         self._pending: dict[int, asyncio.Future[AppendResult]] = {}  # base offset -> append
         self._waiters: set[asyncio.Future[None]] = set()
         self._lost_listeners: list[Callable[[], None]] = []
-        self._marker_listeners: list[Callable[[int, int, bool, int], None]] = []
         self._persist_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -228,12 +227,6 @@ class PartitionLog(PartitionFetch):
         """`cb()` is called once when this handle stops serving: ownership lost (another
         gateway fenced it) or a write failure. Reopen the partition to continue."""
         self._lost_listeners.append(cb)
-
-    def add_marker_listener(self, cb: Callable[[int, int, bool, int], None]) -> None:
-        """`cb(producer_id, producer_epoch, commit, offset)` is called when a transaction marker
-        appended here is durable (Kafka's onTransactionCompleted: a group shard's pending
-        transactional offsets become visible on COMMIT, are dropped on ABORT)."""
-        self._marker_listeners.append(cb)
 
     def _on_ml_lost(self, exc: ManagedLogError) -> None:
         if self._lost:
@@ -407,11 +400,6 @@ class PartitionLog(PartitionFetch):
             if done.aborted:
                 txn = AbortedTxn(op.producer_id, done.first_offset, base, self.last_stable_offset)
                 self.view.aborted.add(ledger_id, txn)
-        for cb in self._marker_listeners:
-            try:
-                cb(op.producer_id, op.epoch, op.commit, base)
-            except Exception:
-                log.exception("marker listener failed")
 
     def _spawn(self, coro: object) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]

@@ -1,17 +1,20 @@
 """Transactions, partition side, over the wire: transactional batches (built with kafka_wire,
 producer id from InitProducerId), COMMIT/ABORT markers sent as WriteTxnMarkers requests (as a
 transaction coordinator does), then read_committed reads by unchanged clients (confluent-kafka,
-kafka-python) and raw Fetch/ListOffsets/DescribeProducers; and a SIGKILL of the standalone with
+kafka-python, aiokafka) and raw Fetch/ListOffsets/DescribeProducers; and a SIGKILL of the standalone with
 an open and an aborted transaction, rebuilt by the next start."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as AioTP
 from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
@@ -125,6 +128,29 @@ def kafka_python_values(bootstrap: str, topic: str, until: set[bytes]) -> list[b
         c.close()
 
 
+def aiokafka_values(bootstrap: str, topic: str, until: set[bytes]) -> tuple[list[bytes], int]:
+    """(values, position) of a read_committed aiokafka consumer once it has `until`."""
+
+    async def run() -> tuple[list[bytes], int]:
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             isolation_level="read_committed")
+        await c.start()
+        try:
+            tp = AioTP(topic, 0)
+            c.assign([tp])
+            c.seek(tp, 0)
+            got: list[bytes] = []
+            deadline = time.monotonic() + T
+            while not until <= set(got) and time.monotonic() < deadline:
+                for recs in (await c.getmany(timeout_ms=500)).values():
+                    got.extend(r.value for r in recs)
+            return got, await c.position(tp)
+        finally:
+            await c.stop()
+
+    return asyncio.run(run())
+
+
 def test_markers_and_read_committed_clients(module_standalone: StandaloneGateway, raw: Raw) -> None:
     bootstrap, topic = module_standalone.bootstrap, "txn-raw"
     create_topic(bootstrap, topic)
@@ -167,6 +193,7 @@ def test_markers_and_read_committed_clients(module_standalone: StandaloneGateway
     got, pos = confluent_values(bootstrap, topic, {b"plain-0", b"commit-1"})
     assert got == [b"plain-0", b"commit-1"] and pos == open_at
     assert kafka_python_values(bootstrap, topic, {b"plain-0", b"commit-1"}) == [b"plain-0", b"commit-1"]
+    assert aiokafka_values(bootstrap, topic, {b"plain-0", b"commit-1"}) == ([b"plain-0", b"commit-1"], open_at)
 
     # the open transaction commits: the rest becomes visible
     assert markers(raw, topic, pid, 0, commit=True) == [0]
@@ -174,6 +201,7 @@ def test_markers_and_read_committed_clients(module_standalone: StandaloneGateway
     got, _ = confluent_values(bootstrap, topic, everything)
     assert got == [b"plain-0", b"commit-1", b"open-1", b"plain-after"]
     assert kafka_python_values(bootstrap, topic, everything) == [b"plain-0", b"commit-1", b"open-1", b"plain-after"]
+    assert aiokafka_values(bootstrap, topic, everything)[0] == [b"plain-0", b"commit-1", b"open-1", b"plain-after"]
     assert latest(raw, topic, 1) == latest(raw, topic, 0)
 
 

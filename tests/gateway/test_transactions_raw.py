@@ -20,6 +20,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.api_versions import ApiVersionsRequest
 from kafka_wire.messages.describe_producers import DescribeProducersRequest
 from kafka_wire.messages.fetch import FetchRequest
 from kafka_wire.messages.init_producer_id import InitProducerIdRequest
@@ -153,6 +154,8 @@ def aiokafka_values(bootstrap: str, topic: str, until: set[bytes]) -> tuple[list
 
 def test_markers_and_read_committed_clients(module_standalone: StandaloneGateway, raw: Raw) -> None:
     bootstrap, topic = module_standalone.bootstrap, "txn-raw"
+    versions = raw.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3).api_keys
+    assert [(k.min_version, k.max_version) for k in versions if k.api_key == 27] == [(1, 2)]  # as Kafka 4.4
     create_topic(bootstrap, topic)
     pid = new_pid(raw)
     assert produce(raw, topic, values_batch([b"plain-0"])) == 0

@@ -3,7 +3,8 @@ offsets map to positions (ledger id, entry id) through an offset index kept in l
 properties. Offset -> position, the log-end offset, iterating batches from an offset and
 replaying a log all live here, for every Kafka log: partitions served by the gateway,
 `__consumer_offsets` replayed by the group coordinator, and snapshots read by `quire admin`.
-Per-ledger Kafka state beside the offset index (e.g. an aborted-transactions index) and
+Per-ledger Kafka state beside the offset index (the aborted-transactions index, txn.py, with
+the partition owner <-> transaction coordinator interface: MarkerWriter, TxnVerifier) and
 offset-range work (share groups acquiring records) belong here too, on KafkaLogView.
 
 API: `KafkaLogView(log, index)` (seek / remember / forget_positions, position_of, batches,

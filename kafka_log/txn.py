@@ -135,10 +135,11 @@ class MarkerWriter(Protocol):
 # asks the coordinator (transaction.partition.verification.enable):
 #   verifier(transactional_id, producer_id, producer_epoch, topic, partition, add_partition)
 # add_partition False: AddPartitionsToTxn verify-only (TV1, Produce < v12); True: add it (TV2,
-# KIP-890 part 2). Answers NONE to go on, else the coordinator's error (INVALID_TXN_STATE when the
-# partition is not in the transaction, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED,
-# CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ...); the produce path maps
-# retriable ones as Kafka's ReplicaManager does.
+# KIP-890 part 2). Answers NONE to go on, else the coordinator's per-partition AddPartitionsToTxn
+# error as is (INVALID_TXN_STATE when the partition is not in the transaction, PRODUCER_FENCED,
+# TRANSACTION_ABORTABLE, CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ...):
+# the produce path maps them for the client as Kafka 4.4's brokers do
+# (gateway/handlers/produce.py verification_error).
 TxnVerifier = Callable[[str, int, int, str, int, bool], Awaitable[ErrorCode]]
 
 

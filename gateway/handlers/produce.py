@@ -69,12 +69,32 @@ def _is_transactional(records: memoryview | None) -> bool:
 
 
 # Verification errors an older client would not retry, turned into one it retries without a
-# metadata refresh (Kafka's ReplicaManager does the same).
+# metadata refresh (Kafka's ReplicaManager does the same; CONCURRENT_TRANSACTIONS only below v12).
 _RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
-    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
 })
-TV2_PRODUCE_VERSION = 12  # Produce v12+ from a TV2 producer: the partition is added implicitly
+TV2_PRODUCE_VERSION = 12  # Produce v12+ (ADD_PARTITION): the partition is added implicitly (TV2)
+GENERIC_ERROR_PRODUCE_VERSION = 11  # Produce v11+ knows TRANSACTION_ABORTABLE
+
+
+def verification_error(code: ErrorCode, api_version: int) -> KafkaApiError:
+    """The produce error for a coordinator's answer to AddPartitionsToTxn (verify or add), as
+    Kafka 4.4's AddPartitionsToTxnManager and ReplicaManager map it."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    elif code == ErrorCode.TRANSACTION_ABORTABLE and api_version < GENERIC_ERROR_PRODUCE_VERSION:
+        code = ErrorCode.INVALID_TXN_STATE
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return KafkaApiError(int(code), "Partition was not added to the transaction")
+    if code in _RETRY_AS_NOT_ENOUGH_REPLICAS or (
+        code == ErrorCode.CONCURRENT_TRANSACTIONS and api_version < TV2_PRODUCE_VERSION
+    ):
+        return KafkaApiError(
+            int(ErrorCode.NOT_ENOUGH_REPLICAS),
+            f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}",
+        )
+    return KafkaApiError(int(code), f"transaction verification failed: {code.name}")
 
 
 async def _verify_transactional(
@@ -98,14 +118,7 @@ async def _verify_transactional(
                                            ctx.api_version >= TV2_PRODUCE_VERSION)
     if code == ErrorCode.NONE:
         return guard
-    if code == ErrorCode.INVALID_TXN_STATE:
-        raise KafkaApiError(int(code), "Partition was not added to the transaction")
-    if code in _RETRY_AS_NOT_ENOUGH_REPLICAS:
-        raise KafkaApiError(
-            int(ErrorCode.NOT_ENOUGH_REPLICAS),
-            f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}",
-        )
-    raise KafkaApiError(int(code), f"transaction verification failed: {code.name}")
+    raise verification_error(code, ctx.api_version)
 
 
 def _error(index: int, code: int, message: str = "") -> PartitionResponse:

@@ -84,11 +84,19 @@ async def test_first_batch_of_a_transaction_is_verified(plog: PartitionLog) -> N
     v.answer = ErrorCode.INVALID_TXN_STATE  # not added to the transaction (TV1)
     assert await produce(svc, tbatch(1, pid=5, seq=0)) == (ErrorCode.INVALID_TXN_STATE, -1)
     assert v.calls == [("tx", 5, 0, "t", 0, False)] and plog.high_watermark == 0
-    for code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+    for code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION):
         v.answer = code  # retriable for every client
         assert (await produce(svc, tbatch(1, pid=5, seq=0)))[0] == ErrorCode.NOT_ENOUGH_REPLICAS
-    v.answer = ErrorCode.PRODUCER_FENCED
-    assert (await produce(svc, tbatch(1, pid=5, seq=0)))[0] == ErrorCode.PRODUCER_FENCED
+    # Kafka 4.4's mapping by Produce version
+    cases = [(ErrorCode.PRODUCER_FENCED, 9, ErrorCode.INVALID_PRODUCER_EPOCH),
+             (ErrorCode.TRANSACTION_ABORTABLE, 10, ErrorCode.INVALID_TXN_STATE),
+             (ErrorCode.TRANSACTION_ABORTABLE, 11, ErrorCode.TRANSACTION_ABORTABLE),
+             (ErrorCode.CONCURRENT_TRANSACTIONS, 12, ErrorCode.CONCURRENT_TRANSACTIONS),
+             (ErrorCode.INVALID_PRODUCER_EPOCH, 12, ErrorCode.INVALID_PRODUCER_EPOCH)]
+    for answer, version, expected in cases:
+        v.answer = answer
+        assert (await produce(svc, tbatch(1, pid=5, seq=0), version=version))[0] == expected, (answer, version)
     v.answer = ErrorCode.NONE
     assert await produce(svc, tbatch(1, pid=5, seq=0)) == (0, 0)
     # inside the open transaction no more questions

@@ -109,7 +109,7 @@ async def _verify_transactional(
         return None  # refused by validation
     pid = int.from_bytes(records[OFF_PRODUCER_ID : OFF_PRODUCER_ID + 8], "big", signed=True)
     epoch = int.from_bytes(records[OFF_PRODUCER_ID + 8 : OFF_PRODUCER_ID + 10], "big", signed=True)
-    if pid < 0 or plog.producers.in_transaction(pid):
+    if pid < 0 or plog.producers.in_transaction(pid, epoch):
         return None
     guard = plog.producers.verification_guard(pid)
     if transactional_id is None:

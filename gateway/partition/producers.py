@@ -88,9 +88,11 @@ class ProducerStates:
         cur = self.producers.get(pid)
         return cur.markers if cur is not None else 0
 
-    def in_transaction(self, pid: int) -> bool:
+    def in_transaction(self, pid: int, epoch: int | None = None) -> bool:
+        """Whether the producer (at `epoch`, if given: Kafka's hasOngoingTransaction) has an open
+        transaction here."""
         cur = self.producers.get(pid)
-        return cur is not None and cur.txn_first_offset >= 0
+        return cur is not None and cur.txn_first_offset >= 0 and (epoch is None or cur.epoch == epoch)
 
     def check(
         self, pid: int, epoch: int, first_seq: int, last_seq: int, transactional: bool = False

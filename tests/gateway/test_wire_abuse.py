@@ -40,6 +40,7 @@ SERVED = {
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     23: (2, 4),  # OffsetForLeaderEpoch
+    27: (1, 2),  # WriteTxnMarkers
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (1, 5),  # DescribeLogDirs

@@ -12,6 +12,7 @@ from typing import Any
 from gateway.cluster.membership import ClusterView, GatewayNode, allocate_node_id
 from gateway.cluster.partitions import PartitionManager
 from gateway.config import GatewayConfig
+from gateway.fetch_sessions import FetchSessionCache
 from gateway.groups import GroupCoordinators
 from gateway.partition.producer_ids import ProducerIdAllocator
 from gateway.server import GatewayServer
@@ -86,6 +87,7 @@ async def run_gateway(
         services = GatewayServices(
             node_id=node_id, config=config, meta=meta, ledgers=ledgers, topics=topics, cluster=cluster,
             partitions=partitions, producer_ids=ProducerIdAllocator(meta), offloader=offloader,
+            fetch_sessions=FetchSessionCache(config.fetch_session_cache_slots),
         )
         # Started with the gateway, not on the first group request, so that committed offsets
         # reach the cursors of partitions this gateway owns even if it coordinates no group.

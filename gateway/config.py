@@ -48,6 +48,7 @@ class GatewayConfig:
     socket_request_max_bytes: int = 104857600  # socket.request.max.bytes
     message_max_bytes: int = 1048588  # message.max.bytes (default max.message.bytes of topics)
     max_inflight_requests: int = 256  # per connection, before reading pauses
+    fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
     shutdown_grace_s: float = 10.0
     # Consumer groups (Kafka's names); None: GroupConfig's default.
     offsets_topic_partitions: int | None = None  # offsets.topic.num.partitions (Quire: 16)

@@ -9,14 +9,16 @@ Each is built by its own subsystem; this module only names them so handlers can 
 - groups (gateway/groups.py): the consumer-group coordinators of the shards this gateway owns;
 - txn_verifier (kafka_log/txn.py TxnVerifier): asks the transaction coordinator whether a
   partition is in a producer's transaction before its first transactional batch is appended
-  (default: accept; the transaction coordinator side installs the real one).
+  (default: accept; the transaction coordinator side installs the real one);
+- fetch_sessions (gateway/fetch_sessions.py): the incremental fetch session cache (KIP-227).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gateway.fetch_sessions import FetchSessionCache
 from kafka_log.txn import TxnVerifier, accept_all
 
 if TYPE_CHECKING:
@@ -44,3 +46,4 @@ class GatewayServices:
     groups: GroupCoordinators | None = None
     offloader: Offloader | None = None  # the offload tier's driver (None: no tier configured)
     txn_verifier: TxnVerifier = accept_all
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)

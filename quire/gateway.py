@@ -29,6 +29,7 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
         delete_topic_enable=r.get_value("delete.topic.enable"),
         message_max_bytes=r.get_value("message.max.bytes"),
         socket_request_max_bytes=r.get_value("socket.request.max.bytes"),
+        fetch_session_cache_slots=r.get_value("max.incremental.fetch.session.cache.slots"),
         meta_session_timeout_s=r.get_value("quire.meta.session.timeout.s"),
         offsets_topic_partitions=r.get_value("offsets.topic.num.partitions"),
         group_initial_rebalance_delay_ms=r.get_value("group.initial.rebalance.delay.ms"),

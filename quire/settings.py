@@ -137,6 +137,8 @@ SETTINGS: tuple[Setting, ...] = (
             flag="--auto-create"),
     Setting("delete.topic.enable", bool, True, "allow DeleteTopics", G),
     Setting("socket.request.max.bytes", int, 104857600, "largest request accepted", G),
+    Setting("max.incremental.fetch.session.cache.slots", int, 1000,
+            "incremental fetch sessions (KIP-227) kept per gateway", G),
     Setting("offsets.topic.num.partitions", int, _GROUP.offsets_topic_partitions,
             "consumer-group coordinator shards (partitions of __consumer_offsets)", G,
             flag="--offsets-topic-partitions", env_aliases=("QUIRE_OFFSETS_TOPIC_PARTITIONS",)),

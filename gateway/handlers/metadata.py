@@ -7,6 +7,7 @@ import uuid
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
+from gateway.partition.lookup import current_leader
 from gateway.topics.naming import is_internal, is_valid
 from gateway.topics.registry import TopicInfo
 from kafka_wire.errors import ErrorCode
@@ -27,29 +28,14 @@ async def _auto_create(ctx: RequestContext, name: str) -> TopicInfo | None:
         raise
 
 
-def _leader_epoch(ctx: RequestContext, info: TopicInfo, partition: int) -> int:
-    """The partition's leader epoch when this gateway owns it, else -1 (unknown: clients then
-    skip epoch validation; they learn the epoch from the owner's answers)."""
-    log_of = getattr(ctx.services.partitions, "log_of", None)
-    plog = log_of(info.topic_id, partition) if log_of is not None else None
-    return int(plog.leader_epoch) if plog is not None else -1
-
-
 def partition_metadata(ctx: RequestContext, info: TopicInfo, p: int) -> Partition:
     """One partition as Metadata reports it: the owner as leader (replicas = isr = [owner]) and
     its leader epoch; LEADER_NOT_AVAILABLE while no gateway owns it. DescribeTopicPartitions
     reports the same."""
-    cluster = ctx.services.cluster
-    leader = cluster.leader_of(info.topic_id, p)
-    if leader is None:
+    leader, epoch = current_leader(ctx.services, info.topic_id, p)
+    if leader < 0:
         return Partition(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=p,
                          leader_id=-1, replica_nodes=[], isr_nodes=[])
-    # Another owner's epoch comes from its lease; clients fetching with a stale epoch
-    # would otherwise be fenced by the owner while asking us for metadata in a loop.
-    if leader == ctx.services.node_id:
-        epoch = _leader_epoch(ctx, info, p)
-    else:
-        epoch = cluster.leader_epoch_of(info.topic_id, p)
     return Partition(partition_index=p, leader_id=leader, leader_epoch=epoch,
                      replica_nodes=[leader], isr_nodes=[leader])
 

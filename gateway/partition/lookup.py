@@ -10,6 +10,7 @@ from gateway.errors import KafkaApiError
 from kafka_wire.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from gateway.cluster.membership import GatewayNode
     from gateway.partition.log import PartitionLog
     from gateway.services import GatewayServices
     from gateway.topics.registry import TopicInfo
@@ -18,6 +19,34 @@ P = TypeVar("P")
 R = TypeVar("R")
 T = TypeVar("T")
 TR = TypeVar("TR")
+
+
+NO_LEADER = (-1, -1)
+
+
+def current_leader(services: GatewayServices, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+    """(leader id, leader epoch) of a partition as Metadata reports them: the owner, with its
+    own epoch when that is this gateway, else the epoch in its lease; (-1, -1) while no
+    gateway owns it."""
+    leader = services.cluster.leader_of(topic_id, partition)
+    if leader is None:
+        return NO_LEADER
+    if leader == services.node_id:
+        # Another owner's epoch comes from its lease; ours from the open log (clients fetching
+        # with a stale epoch would otherwise be fenced by us while asking us in a loop).
+        log_of = getattr(services.partitions, "log_of", None)
+        plog = log_of(topic_id, partition) if log_of is not None else None
+        return leader, int(plog.leader_epoch) if plog is not None else -1
+    return leader, services.cluster.leader_epoch_of(topic_id, partition)
+
+
+def leader_hint(services: GatewayServices, topic_id: uuid.UUID, partition: int) -> tuple[tuple[int, int], GatewayNode | None]:
+    """KIP-951: what a NOT_LEADER_OR_FOLLOWER answer tells the client of the partition's current
+    leader ((leader id, epoch) and that gateway's endpoint), so it can move without a Metadata
+    round trip. ((-1, -1), None) when unknown, as Kafka's getCurrentLeader."""
+    leader, epoch = current_leader(services, topic_id, partition)
+    node = services.cluster.node(leader) if leader >= 0 else None
+    return (leader, epoch), node
 
 
 class TopicCache:

@@ -34,11 +34,11 @@ def test_fetch_sessions_long_poll_and_errors(module_standalone: StandaloneGatewa
     create_topic(module_standalone.bootstrap, "raw-fetch")
     md = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="raw-fetch")]), 12)
     tid = md.topics[0].topic_id
-    # incremental sessions are not kept: the client is told to start over
+    # an unknown session: the client is told to start over (sessions: test_fetch_sessions.py)
     resp = raw.call(fetch_request("raw-fetch", 0, session_id=77, session_epoch=3), 12)
     assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
-    # a full request with epoch 0 (asking for a session) gets a sessionless answer
-    resp = raw.call(fetch_request("raw-fetch", 0, session_epoch=0), 12)
+    # a full sessionless request (epoch -1)
+    resp = raw.call(fetch_request("raw-fetch", 0), 12)
     assert (resp.error_code, resp.session_id) == (0, 0)
     p = resp.responses[0].partitions[0]
     assert (p.error_code, p.high_watermark, p.log_start_offset) == (0, 0, 0)

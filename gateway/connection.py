@@ -1,5 +1,11 @@
-"""One client connection: size-prefixed frames in, handlers run concurrently, responses out in
-request order (Kafka's pipelining contract).
+"""One client connection: size-prefixed frames in, responses out in request order (Kafka's
+pipelining contract), each request's effects applied in request order.
+
+Kafka handles a connection's requests one at a time, so a request sees every effect of those
+sent before it. Here a handler starts once the previous one has returned or declared its effects
+applied (RequestContext.effects_applied): a Produce does so once its batches are sequenced, so
+the durability waits of pipelined produces overlap; any request other than a Produce also
+waits for those earlier produces to be answered (a Fetch after a Produce sees its records).
 
 Frames are read by store.framing.FramedProtocol: small frames are parsed out of one reusable
 receive buffer (copied once, so handlers own a writable bytearray), a large one is read straight
@@ -74,6 +80,8 @@ class KafkaConnection(BackpressuredProtocol):
         self._doomed = False
         self._idle = asyncio.Event()  # set while no request awaits its response
         self._idle.set()
+        self._applied_tail: asyncio.Future[None] | None = None  # the last request's effects applied
+        self._durability: set[asyncio.Future[None]] = set()  # answered when durable: produces in flight
 
     # -- transport callbacks --
 
@@ -159,18 +167,37 @@ class KafkaConnection(BackpressuredProtocol):
         if spec is None or versions is None or not versions[0] <= header.api_version <= versions[1]:
             self._fail(slot, f"unsupported api key {header.api_key} version {header.api_version}")
             return
-        task = asyncio.get_running_loop().create_task(self._run(slot, spec, header, frame, pos))
+        loop = asyncio.get_running_loop()
+        prev, applied = self._applied_tail, loop.create_future()
+        self._applied_tail = applied
+        task = loop.create_task(self._run(slot, spec, header, frame, pos, prev, applied))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         self._update_reading()
 
-    async def _run(self, slot: _Slot, spec: HandlerSpec, header: RequestHeader, frame: bytearray, pos: int) -> None:
+    async def _run(self, slot: _Slot, spec: HandlerSpec, header: RequestHeader, frame: bytearray, pos: int,
+                   prev: asyncio.Future[None] | None, applied: asyncio.Future[None]) -> None:
         key, version = header.api_key, header.api_version
         started = request_started()
+        durable: asyncio.Future[None] | None = None
+
+        def on_applied(durability_pending: bool) -> None:
+            nonlocal durable
+            if applied.done():
+                return
+            if durability_pending:
+                durable = applied.get_loop().create_future()
+                self._durability.add(durable)
+            applied.set_result(None)
+
         try:
+            if prev is not None and not prev.done():
+                await prev
+            if self._durability and not spec.overlaps_durability:
+                await asyncio.wait(list(self._durability))
             body = decode_body(spec, version, frame, pos)
             ctx = RequestContext(key, version, header.correlation_id, header.client_id, self.peer,
-                                 self.server.services)
+                                 self.server.services, on_applied)
             try:
                 resp = await spec.fn(ctx, body)
             except KafkaApiError as e:
@@ -189,6 +216,12 @@ class KafkaConnection(BackpressuredProtocol):
         except Exception:  # an encoding bug must not take the server down
             log.exception("request api %d v%d from %s failed", key, version, self.peer)
             slot.close = True
+        finally:
+            if not applied.done():
+                applied.set_result(None)
+            if durable is not None:
+                self._durability.discard(durable)
+                durable.set_result(None)
         request_done(key, version, started)
         self._finish(slot)
 

@@ -200,6 +200,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     committed = req.isolation_level == READ_COMMITTED
     total, now = await _read_all(slots, max_bytes, committed)
     logs = [s.log for s in slots if s.log is not None]
+    ctx.effects_applied(durability_pending=False)  # a long poll must not hold up the connection
     while total < req.min_bytes and not now and logs:
         remaining = deadline - time.monotonic()
         if remaining <= 0:

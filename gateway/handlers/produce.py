@@ -10,10 +10,8 @@ under transaction version 2 asks it to add the partition), as Kafka's ReplicaMan
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.context import RequestContext
@@ -21,7 +19,7 @@ from gateway.dispatch import CloseConnection
 from gateway.errors import KafkaApiError, RecordValidationError
 from gateway.metrics import bytes_in, produce_answered
 from gateway.partition.log import AppendResult, PartitionLog
-from gateway.partition.lookup import TopicCache
+from gateway.partition.lookup import TopicCache, leader_hint
 from kafka_wire.errors import ErrorCode
 from kafka_wire.exceptions import DecodeError
 from kafka_wire.hotpath import decode_produce_request
@@ -30,31 +28,6 @@ from kafka_wire.records.batch import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRO
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
-
-
-class _Sequencer:
-    """Requests of one connection assign offsets in arrival order (Kafka handles a
-    connection's requests one at a time), even if resolving a topic awaits."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-
-_sequencer = _Sequencer()
 
 
 def _swallow(f: asyncio.Future[Any]) -> None:
@@ -143,37 +116,38 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
     topics = TopicCache(ctx.services)
     # (topic key, partition index) -> settled response or pending append
     slots: list[tuple[str | uuid.UUID, int, PartitionResponse | asyncio.Future[AppendResult]]] = []
-    async with _sequencer.hold(ctx.client_address):
-        for topic, index, records in req.partitions:
-            if req.acks not in (0, 1, -1):
-                slots.append((topic, index, _error(index, ErrorCode.INVALID_REQUIRED_ACKS)))
-                continue
-            try:
-                info, plog = await topics.log(topic, index)
-                plog.update_topic(info)
-                guard = None
-                if records is not None and _is_transactional(records):
-                    guard = await _verify_transactional(ctx, req.transactional_id, plog, records)
-                fut = plog.append(
-                    records,
-                    api_version=version,
-                    max_message_bytes=info.config_int("max.message.bytes"),
-                    log_append_time=info.config("message.timestamp.type") == "LogAppendTime",
-                    timestamp_before_max_ms=info.config_int("message.timestamp.before.max.ms"),
-                    timestamp_after_max_ms=info.config_int("message.timestamp.after.max.ms"),
-                    verification_guard=guard,
-                )
-                bytes_in(info.name, records)
-            except RecordValidationError as e:
-                slots.append((topic, index, _record_errors(index, e)))
-                continue
-            except KafkaApiError as e:
-                code = e.error_code
-                if code == ErrorCode.UNKNOWN_TOPIC_ID and version < 13:
-                    code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                slots.append((topic, index, _error(index, code, e.message)))
-                continue
-            slots.append((topic, index, fut))
+    for topic, index, records in req.partitions:
+        if req.acks not in (0, 1, -1):
+            slots.append((topic, index, _error(index, ErrorCode.INVALID_REQUIRED_ACKS)))
+            continue
+        try:
+            info, plog = await topics.log(topic, index)
+            plog.update_topic(info)
+            guard = None
+            if records is not None and _is_transactional(records):
+                guard = await _verify_transactional(ctx, req.transactional_id, plog, records)
+            fut = plog.append(
+                records,
+                api_version=version,
+                max_message_bytes=info.config_int("max.message.bytes"),
+                log_append_time=info.config("message.timestamp.type") == "LogAppendTime",
+                timestamp_before_max_ms=info.config_int("message.timestamp.before.max.ms"),
+                timestamp_after_max_ms=info.config_int("message.timestamp.after.max.ms"),
+                verification_guard=guard,
+            )
+            bytes_in(info.name, records)
+        except RecordValidationError as e:
+            slots.append((topic, index, _record_errors(index, e)))
+            continue
+        except KafkaApiError as e:
+            code = e.error_code
+            if code == ErrorCode.UNKNOWN_TOPIC_ID and version < 13:
+                code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            slots.append((topic, index, _error(index, code, e.message)))
+            continue
+        slots.append((topic, index, fut))
+    # Sequenced: the connection's next request may start; only a next Produce overlaps our wait.
+    ctx.effects_applied(durability_pending=True)
     pending = [s[2] for s in slots if isinstance(s[2], asyncio.Future)]
     if req.acks == 0:
         for f in pending:
@@ -200,10 +174,32 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
                                                  log_append_time_ms=r.log_append_time,
                                                  log_start_offset=r.log_start_offset))
     produce_answered(by_topic)
+    nodes = await _leader_hints(ctx, topics, by_topic) if version >= 10 else []
     responses = []
     for topic, parts in by_topic.items():
         if isinstance(topic, uuid.UUID):
             responses.append(TopicResponse(topic_id=topic, partition_responses=parts))
         else:
             responses.append(TopicResponse(name=topic, partition_responses=parts))
-    return ProduceResponse(responses=responses)
+    return ProduceResponse(responses=responses, node_endpoints=nodes)
+
+
+async def _leader_hints(ctx: RequestContext, topics: TopicCache,
+                        by_topic: dict[str | uuid.UUID, list[PartitionResponse]]) -> list[ProduceResponse.NodeEndpoint]:
+    """KIP-951 (v10+): NOT_LEADER_OR_FOLLOWER partitions carry the current leader, and the
+    answer that leader's endpoint, as Kafka's handleProduceRequest."""
+    nodes: dict[int, ProduceResponse.NodeEndpoint] = {}
+    for topic, parts in by_topic.items():
+        for p in parts:
+            if p.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                continue
+            try:
+                info = await topics.get(topic)
+            except KafkaApiError:
+                continue
+            (leader, epoch), node = leader_hint(ctx.services, info.topic_id, p.index)
+            p.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+            if node is not None:
+                nodes[node.node_id] = ProduceResponse.NodeEndpoint(node_id=node.node_id, host=node.host,
+                                                                   port=node.port, rack=node.rack)
+    return list(nodes.values())

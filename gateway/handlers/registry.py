@@ -73,10 +73,10 @@ except Exception as e:
 
 def serve(
     api: str, fn: Handler, *, raw_request: bool = False, min_version: int | None = None,
-    max_version: int | None = None,
+    max_version: int | None = None, overlaps_durability: bool = False,
 ) -> HandlerSpec:
     """One line of the table: the API by its Kafka name (kafka_wire.api.API_NAMES)."""
-    return HandlerSpec(API_NAMES[api].api_key, fn, raw_request, min_version, max_version)
+    return HandlerSpec(API_NAMES[api].api_key, fn, raw_request, min_version, max_version, overlaps_durability)
 
 
 def _table(*specs: HandlerSpec) -> dict[int, HandlerSpec]:
@@ -93,7 +93,7 @@ def _served() -> Mapping[int, tuple[int, int]]:
 
 
 HANDLERS: dict[int, HandlerSpec] = _table(
-    serve("Produce", produce.handle_produce, raw_request=True),
+    serve("Produce", produce.handle_produce, raw_request=True, overlaps_durability=True),
     serve("Fetch", fetch.handle_fetch),
     serve("ListOffsets", list_offsets.handle_list_offsets),
     serve("Metadata", metadata.metadata),

@@ -8,6 +8,10 @@ handler may return RawResponse to hand over an already-encoded body (the fetch p
 None sends nothing (Produce with acks=0). Raising KafkaApiError (gateway.errors) makes the
 server answer with that error code in the response's top-level error field when the API has
 one, and otherwise close the connection (as Kafka does for requests it cannot answer).
+
+A connection's requests take effect in the order sent: each handler starts once the previous
+one has returned or called ctx.effects_applied (gateway/context.py); answers are written in
+request order.
 """
 
 from __future__ import annotations
@@ -39,3 +43,7 @@ class HandlerSpec:
     raw_request: bool = False
     min_version: int | None = None  # None: the schema's lowest valid version
     max_version: int | None = None  # None: the schema's highest stable version
+    # May start while earlier requests of its connection still wait for durability (Produce
+    # after Produce: pipelined producers keep their throughput); any other request starts only
+    # once the earlier ones are answered, so it sees their effects (ctx.effects_applied).
+    overlaps_durability: bool = False

@@ -23,8 +23,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.cluster import inspect, leases
 from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.fetch import FetchRequest
 from kafka_wire.messages.list_offsets import ListOffsetsRequest
 from kafka_wire.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
+from kafka_wire.messages.produce import ProduceRequest
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from tests.support.cluster import GatewayProc
@@ -60,6 +62,25 @@ def list_offsets_error(address: str, partition: int) -> int:
     )
     resp = kafka_call(address, 2, 5, req)
     return int(resp.topics[0].partitions[0].error_code)
+
+
+def leader_hints(address: str, partition: int, topic_id: uuid.UUID) -> list[tuple[int, int, int, int]]:
+    """KIP-951 from a non-owner: (error, hinted leader id, hinted leader's port in the node
+    endpoints, hinted epoch) of a Fetch v16 and of a Produce v10."""
+    fetch = FetchRequest(replica_id=-1, max_bytes=1 << 20, topics=[FetchRequest.FetchTopic(
+        topic_id=topic_id, partitions=[FetchRequest.FetchPartition(partition=partition, partition_max_bytes=1024)])])
+    produce = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name=TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=None)])])
+    f = kafka_call(address, 1, 16, fetch)
+    fp = f.responses[0].partitions[0]
+    pr = kafka_call(address, 0, 10, produce)
+    pp = pr.responses[0].partition_responses[0]
+    out = []
+    for err, leader, nodes in ((fp.error_code, fp.current_leader, f.node_endpoints),
+                               (pp.error_code, pp.current_leader, pr.node_endpoints)):
+        port = next((n.port for n in nodes if n.node_id == leader.leader_id), -1)
+        out.append((int(err), int(leader.leader_id), port, int(leader.leader_epoch)))
+    return out
 
 
 def end_offset_for_epoch(address: str, partition: int, epoch: int) -> tuple[int, int, int]:
@@ -221,6 +242,7 @@ async def test_gateway_failover(zookeeper: Any, bookie_cluster: Any, tmp_path: P
         futures = admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=-1)])
         await asyncio.to_thread(futures[TOPIC].result, 30)
 
+        topic_id = uuid.UUID((await inspect.describe_topic(meta, TOPIC) or {})["topic_id"])
         # Ownership spreads evenly over the two gateways.
         owners = await wait_for(lambda: _all_held(meta), "every partition owned", within=30)
         load = Counter(owners.values())
@@ -234,6 +256,10 @@ async def test_gateway_failover(zookeeper: Any, bookie_cluster: Any, tmp_path: P
                 == ErrorCode.NOT_LEADER_OR_FOLLOWER
             )
             assert await asyncio.to_thread(list_offsets_error, gateways[node].address, p) == ErrorCode.NONE
+            # KIP-951: its Fetch and Produce answers name the owner and where to reach it
+            hints = await asyncio.to_thread(leader_hints, gateways[other].address, p, topic_id)
+            for err, leader, port, _epoch in hints:  # the epoch is the lease's, -1 until published
+                assert (err, leader, port) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, node, gateways[node].port)
 
         before = await inspect.describe_topic(meta, TOPIC)
         assert before is not None

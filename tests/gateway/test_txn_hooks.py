@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.produce import handle_produce
 from gateway.partition.log import PartitionLog
@@ -71,8 +72,8 @@ async def produce(svc: Any, data: bytearray, *, version: int = 9, txn_id: str | 
     part = ProduceRequest.PartitionProduceData(index=0, records=bytes(data))
     req = ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=10_000,
                          topic_data=[ProduceRequest.TopicProduceData(name="t", partition_data=[part])])
-    ctx = SimpleNamespace(api_version=version, services=svc, client_address=f"test:{version}")
-    resp = await handle_produce(ctx, memoryview(bytearray(req.encode(version))))  # type: ignore[arg-type]
+    ctx = RequestContext(0, version, 1, "t", f"test:{version}", svc)
+    resp = await handle_produce(ctx, memoryview(bytearray(req.encode(version))))
     assert resp is not None
     r = resp.responses[0].partition_responses[0]
     return r.error_code, r.base_offset

@@ -4,6 +4,7 @@ classic group (one member; two cooperative-sticky members across join and leave)
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 from collections import Counter
 
@@ -41,6 +42,27 @@ def test_idempotent_producer_then_group_consumer(target: Target) -> None:
     for p in range(partitions):
         assert [r["offset"] for r in records if r["partition"] == p] == list(range(count // partitions))
     assert one(events, "committed")["offsets"] == {str(p): count // partitions for p in range(partitions)}
+
+
+@pytest.mark.compat(suite="produce-consume", client="java-client")
+@pytest.mark.parametrize("target", ["standalone"], indirect=True)
+def test_consumer_of_many_partitions_with_fetch_sessions(target: Target) -> None:
+    """The Java consumer keeps an incremental fetch session (KIP-227); with few records per poll
+    it keeps dropping partitions that have buffered data from its fetches and adding them back
+    (forgotten and added partitions of incremental requests) while the producer writes."""
+    topic, partitions, count = unique("jc-sess"), 120, 1200
+    create_topic(target.bootstrap, topic, partitions=partitions)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        consuming = pool.submit(run_harness, "consume", bootstrap=target.bootstrap, topic=topic,
+                                group=unique("jc-sess-g"), count=count, **{"max.poll.records": 3})
+        acks = only(run_harness("produce", bootstrap=target.bootstrap, topic=topic, count=count,
+                                partitions=partitions), "ack")
+        records = only(consuming.result(), "record")
+    assert len(acks) == len(records) == count
+    for p in range(partitions):
+        offsets = [r["offset"] for r in records if r["partition"] == p]
+        assert offsets == list(range(count // partitions)), (p, offsets)
+    assert sorted(r["value"] for r in records) == sorted(f"v-{i}" for i in range(count))
 
 
 @pytest.mark.compat(suite="groups", client="java-client")

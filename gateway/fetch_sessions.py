@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from gateway.metrics import FETCH_SESSIONS
 from kafka_wire.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
@@ -133,6 +134,7 @@ class FetchSessionCache:
         # By last use, least recent first (Kafka's lastUsed tree).
         self._sessions: collections.OrderedDict[int, FetchSession] = collections.OrderedDict()
         self.evictions = 0
+        FETCH_SESSIONS.track(self)
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -14,8 +14,10 @@ from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.fetch import FetchRequest
 from kafka_wire.messages.metadata import MetadataRequest
 from kafka_wire.records import iter_batches
+from store.net import free_port
 from tests.gateway.test_produce_raw import Raw, batch, create_topic, produce_request
 from tests.support.gateway import StandaloneFactory, StandaloneGateway
+from tests.support.metrics import scrape, value
 
 # -- the cache ---------------------------------------------------------------------------------
 
@@ -212,7 +214,9 @@ def test_diverging_epoch_answered_as_kafka(module_standalone: StandaloneGateway,
 
 
 def test_cache_limit_from_the_config(standalone_factory: StandaloneFactory) -> None:
-    gw = standalone_factory(extra_args=["--max-incremental-fetch-session-cache-slots", "1"])
+    port = free_port()
+    gw = standalone_factory(extra_args=["--max-incremental-fetch-session-cache-slots", "1",
+                                        "--metrics", f"127.0.0.1:{port}"])
     raw = Raw(gw.bootstrap)
     try:
         create_topic(gw.bootstrap, "sess-limit")
@@ -222,5 +226,8 @@ def test_cache_limit_from_the_config(standalone_factory: StandaloneFactory) -> N
         resp = raw.call(_fetch("sess-limit", {0: 0}, epoch=0), 12)
         assert (resp.error_code, resp.session_id, len(_answered(resp))) == (0, 0, 1)
         assert raw.call(_fetch("sess-limit", {}, sid=first, epoch=1), 12).session_id == first
+        m = scrape(port)
+        assert value(m, "kafka_server_fetchsessioncache_numincrementalfetchsessions") == 1
+        assert value(m, "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached") == 1
     finally:
         raw.close()

@@ -121,7 +121,15 @@ def _produce_slowly(bootstrap: str, partitions: int, rate: float, stop: threadin
 def measure(name: str, bootstrap: str, server_pids: list[int], partitions: int, seconds: float,
             rate: float) -> dict[bool, Mode]:
     with Wire(bootstrap) as w:
-        w.create(TOPIC, partitions=partitions)
+        assert w.create_topics((TOPIC, partitions, -1, {}))[TOPIC] == 0
+        deadline = time.monotonic() + 300  # 500 partitions open one by one on a loaded machine
+        while True:
+            try:
+                w.wait_leaders(TOPIC, partitions)
+                break
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
         tid = w.metadata([TOPIC]).topics[0].topic_id
     out: dict[bool, Mode] = {}
     stop = threading.Event()

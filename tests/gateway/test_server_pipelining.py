@@ -1,5 +1,5 @@
-"""The server core in-process (handlers swapped in with monkeypatch): concurrent handlers with
-responses in request order, acks=0-style silent handlers, error mapping, large frames through
+"""The server core in-process (handlers swapped in with monkeypatch): handlers that overlap (their
+effects applied early) finishing out of order with responses in request order, acks=0-style silent handlers, error mapping, large frames through
 the dedicated-buffer path, and the request size limit."""
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ async def server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[GatewayServer
             raise KafkaApiError(int(ErrorCode.INVALID_REQUEST), "told to fail")
         if cid % 10 == 9:
             raise RuntimeError("a bug in a handler")
+        ctx.effects_applied(durability_pending=False)  # the next one may start: they overlap
         await asyncio.sleep((50 - cid % 50) / 1000)  # early requests finish last
         return ApiVersionsResponse(throttle_time_ms=cid)
 

@@ -236,6 +236,16 @@ def test_data_pairs(gw: StandaloneGateway, raw: Raw) -> None:
     assert i.error_code == 0 and p.responses[0].partition_responses[0].error_code == 0
 
 
+def test_a_long_poll_does_not_hold_up_the_connection(gw: StandaloneGateway, raw: Raw) -> None:
+    """A Fetch waiting for data has applied all it will (nothing): the Produce sent behind it on
+    the same connection goes ahead and wakes it."""
+    create_topic(gw.bootstrap, "ord-poll")
+    f, p = _pair(raw, (fetch_request("ord-poll", 0, max_wait_ms=60000, min_bytes=1), 12),
+                 (produce_request("ord-poll", batch(1)), 9))
+    assert p.responses[0].partition_responses[0].error_code == 0
+    assert [b.base_offset for b in iter_batches(bytes(f.responses[0].partitions[0].records))] == [0]
+
+
 def _list_offsets_now(raw: Raw, topic: str, ts: int) -> int:
     return int(raw.call(_list_offsets(topic, ts), 7).topics[0].partitions[0].offset)
 

@@ -24,8 +24,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gateway.metrics import FETCH_SESSIONS
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
 from kafka_wire.errors import ErrorCode
+from store.metrics import InstanceCollector
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -214,3 +217,20 @@ class FetchSessionCache:
     def _drop(self, s: FetchSession) -> None:
         del self._sessions[s.id]
         self.evictions += 1
+
+
+# -- fetch sessions (kafka.server:type=FetchSessionCache) ----------------------------------------
+
+
+def _session_metrics(caches: list[FetchSessionCache]) -> list[Metric]:
+    p = "kafka_server_fetchsessioncache_"
+    sessions = GaugeMetricFamily(p + "numincrementalfetchsessions", "Incremental fetch sessions cached")
+    sessions.add_metric([], sum(len(c) for c in caches))
+    parts = GaugeMetricFamily(p + "numincrementalfetchpartitionscached", "Partitions in cached fetch sessions")
+    parts.add_metric([], sum(c.total_partitions for c in caches))
+    evictions = CounterMetricFamily(p + "incrementalfetchsessionevictions", "Fetch sessions evicted")
+    evictions.add_metric([], sum(c.evictions for c in caches))
+    return [sessions, parts, evictions]
+
+
+FETCH_SESSIONS: InstanceCollector[FetchSessionCache] = InstanceCollector(_session_metrics)

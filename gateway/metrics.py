@@ -15,15 +15,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
 
 from kafka_wire.api import API_KEYS
 from kafka_wire.errors import error_info
-from store.metrics import InstanceCollector
 
 if TYPE_CHECKING:
-    from gateway.fetch_sessions import FetchSessionCache
     from kafka_wire.hotpath import FetchTopic
 
 # -- requests (kafka.network:type=RequestMetrics) ----------------------------------------------
@@ -113,20 +109,3 @@ LEASES_GAINED = Counter("quire_gateway_leases_gained", "Partition leases taken (
 LEASES_LOST = Counter(
     "quire_gateway_leases_lost", "Partitions lost without handing them over (fenced by another owner, session lost)"
 )
-
-
-# -- fetch sessions (kafka.server:type=FetchSessionCache) ----------------------------------------
-
-
-def _session_metrics(caches: list[FetchSessionCache]) -> list[Metric]:
-    p = "kafka_server_fetchsessioncache_"
-    sessions = GaugeMetricFamily(p + "numincrementalfetchsessions", "Incremental fetch sessions cached")
-    sessions.add_metric([], sum(len(c) for c in caches))
-    parts = GaugeMetricFamily(p + "numincrementalfetchpartitionscached", "Partitions in cached fetch sessions")
-    parts.add_metric([], sum(c.total_partitions for c in caches))
-    evictions = CounterMetricFamily(p + "incrementalfetchsessionevictions", "Fetch sessions evicted")
-    evictions.add_metric([], sum(c.evictions for c in caches))
-    return [sessions, parts, evictions]
-
-
-FETCH_SESSIONS: InstanceCollector[FetchSessionCache] = InstanceCollector(_session_metrics)

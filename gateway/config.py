@@ -52,9 +52,8 @@ class GatewayConfig:
     shutdown_grace_s: float = 10.0
     # Consumer groups (Kafka's names); None: GroupConfig's default.
     offsets_topic_partitions: int | None = None  # offsets.topic.num.partitions (Quire: 16)
-    group_initial_rebalance_delay_ms: int | None = None  # group.initial.rebalance.delay.ms
-    group_min_session_timeout_ms: int | None = None  # group.min.session.timeout.ms
-    group_max_session_timeout_ms: int | None = None  # group.max.session.timeout.ms
+    # GroupConfig field -> value of the group.* settings (quire/settings.py); missing: the default.
+    group: dict[str, int] = field(default_factory=dict)
     transaction_partition_verification: bool = True  # transaction.partition.verification.enable
     cache_mb: int | None = None  # quire.cache.mb: entry cache bound; None: EntryCache's default
     # Offload tier (quire.offload.*); None or driver "none": no tier (remote.storage.enable inert).

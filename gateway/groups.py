@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.metrics_core import Metric
 
+from coordinator.group.assignors import TopicMeta
 from coordinator.group.config import OFFSETS_TOPIC, GroupConfig
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.cursors import GROUP_OFFSETS, CursorMover, OffsetPublisher
@@ -22,6 +23,7 @@ from coordinator.group.hashing import shard_for
 from coordinator.group.shard_log import ShardLogError
 from coordinator.metrics import group_metrics
 from gateway.errors import KafkaApiError
+from gateway.topics.naming import INTERNAL_TOPICS
 from kafka_wire.errors import ErrorCode
 from store.managed.position import Position
 from store.metrics import InstanceCollector
@@ -39,13 +41,13 @@ CURSOR_INTERVAL_S = 2.0  # committed offsets reach the partitions' cursors withi
 OFFSETS_TOPIC_CONFIGS: dict[str, str | None] = {"retention.ms": "-1", "retention.bytes": "-1"}
 
 def group_config(services: GatewayServices) -> GroupConfig:
-    """GroupConfig: the gateway's config (group_<name> / offsets_topic_partitions, which the
-    `quire` command resolves from flags, QUIRE_* variables and the config file), else Kafka's
-    defaults."""
+    """GroupConfig: the gateway's config (the group.* settings and offsets_topic_partitions,
+    which the `quire` command resolves from flags, QUIRE_* variables and the config file), else
+    Kafka's defaults."""
     out = GroupConfig()
-    for name in ("offsets_topic_partitions", "initial_rebalance_delay_ms", "min_session_timeout_ms",
-                 "max_session_timeout_ms"):
-        value = getattr(services.config, name if name.startswith("offsets") else f"group_{name}", None)
+    if services.config.offsets_topic_partitions is not None:
+        out.offsets_topic_partitions = int(services.config.offsets_topic_partitions)
+    for name, value in services.config.group.items():
         if value is not None:
             setattr(out, name, int(value))
     return out
@@ -110,6 +112,11 @@ class GroupCoordinators:
         """Start the cursor loop (publish committed offsets, move owned partitions' cursors)."""
         if self._cursor_task is None:
             self._cursor_task = asyncio.get_running_loop().create_task(self._cursor_loop())
+
+    def _topic_image(self) -> dict[str, TopicMeta]:
+        """The topics consumer-protocol groups may subscribe to (internal topics left out)."""
+        return {t.name: TopicMeta(t.topic_id, t.partitions) for t in self.services.topics.cached()
+                if t.name not in INTERNAL_TOPICS}
 
     async def _topic_id_of(self, name: str) -> uuid.UUID | None:
         info = await self.services.topics.get(name)
@@ -230,7 +237,7 @@ class GroupCoordinators:
                     code = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 raise KafkaApiError(code, f"shard {shard}: {e}") from e
             shard_log = PartitionShardLog(plog, max(self.services.config.message_max_bytes, 64 << 20))
-            st = _Shard(plog, GroupCoordinator(shard, shard_log, self.config))
+            st = _Shard(plog, GroupCoordinator(shard, shard_log, self.config, topics=self._topic_image))
             self._shards[shard] = st
             plog.add_lost_listener(lambda: self._unload(shard, st))
             st.loading = asyncio.get_running_loop().create_task(self._load(shard, st))

@@ -62,6 +62,7 @@ class Setting:
     described: bool = True  # reported by DescribeConfigs on the BROKER resource (gateway settings)
     flag_aliases: tuple[str, ...] = ()  # older flags still accepted (--dir for a bookie's --data-dir)
     topic_config: str | None = None  # the topic config this broker setting is the default of
+    group_field: str | None = None  # the GroupConfig field this group coordinator setting sets
 
     @property
     def dest(self) -> str:
@@ -122,6 +123,30 @@ def _topic_defaults() -> list[Setting]:
     return out
 
 
+def _group_settings() -> list[Setting]:
+    """The group coordinator's settings (Kafka's names and defaults), each setting one GroupConfig field."""
+    table = (
+        ("group.initial.rebalance.delay.ms", "initial_rebalance_delay_ms",
+         "wait for more members before the first rebalance of an empty classic group"),
+        ("group.min.session.timeout.ms", "min_session_timeout_ms", "smallest session timeout a classic member may ask for"),
+        ("group.max.session.timeout.ms", "max_session_timeout_ms", "largest session timeout a classic member may ask for"),
+        ("group.consumer.session.timeout.ms", "consumer_session_timeout_ms",
+         "session timeout of consumer-protocol (KIP-848) members"),
+        ("group.consumer.min.session.timeout.ms", "consumer_min_session_timeout_ms",
+         "lower limit of group.consumer.session.timeout.ms"),
+        ("group.consumer.max.session.timeout.ms", "consumer_max_session_timeout_ms",
+         "upper limit of group.consumer.session.timeout.ms"),
+        ("group.consumer.heartbeat.interval.ms", "consumer_heartbeat_interval_ms",
+         "heartbeat interval given to consumer-protocol members"),
+        ("group.consumer.min.heartbeat.interval.ms", "consumer_min_heartbeat_interval_ms",
+         "lower limit of group.consumer.heartbeat.interval.ms"),
+        ("group.consumer.max.heartbeat.interval.ms", "consumer_max_heartbeat_interval_ms",
+         "upper limit of group.consumer.heartbeat.interval.ms"),
+        ("group.consumer.max.size", "consumer_max_size", "most members of one consumer-protocol group"),
+    )
+    return [Setting(key, int, getattr(_GROUP, name), doc, G, group_field=name) for key, name, doc in table]
+
+
 SETTINGS: tuple[Setting, ...] = (
     # Kafka's names
     Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "HOST:PORT (or PLAINTEXT://HOST:PORT) to listen on",
@@ -142,12 +167,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("offsets.topic.num.partitions", int, _GROUP.offsets_topic_partitions,
             "consumer-group coordinator shards (partitions of __consumer_offsets)", G,
             flag="--offsets-topic-partitions", env_aliases=("QUIRE_OFFSETS_TOPIC_PARTITIONS",)),
-    Setting("group.initial.rebalance.delay.ms", int, _GROUP.initial_rebalance_delay_ms,
-            "wait for more members before the first rebalance of an empty group", G),
-    Setting("group.min.session.timeout.ms", int, _GROUP.min_session_timeout_ms,
-            "smallest session timeout a consumer may ask for", G),
-    Setting("group.max.session.timeout.ms", int, _GROUP.max_session_timeout_ms,
-            "largest session timeout a consumer may ask for", G),
+    *_group_settings(),
     Setting("transaction.partition.verification.enable", bool, True,
             "a partition owner asks the transaction coordinator that a partition is in the transaction "
             "before appending its first transactional batch", G),

@@ -18,4 +18,12 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (7 days)
     offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
     new_member_join_timeout_ms: int = 300000  # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
+    # The consumer group protocol (KIP-848).
+    consumer_session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
+    consumer_min_session_timeout_ms: int = 45000  # group.consumer.min.session.timeout.ms
+    consumer_max_session_timeout_ms: int = 60000  # group.consumer.max.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    consumer_min_heartbeat_interval_ms: int = 5000  # group.consumer.min.heartbeat.interval.ms
+    consumer_max_heartbeat_interval_ms: int = 15000  # group.consumer.max.heartbeat.interval.ms
+    consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     load_wait_s: float = 10.0  # how long a request waits for a shard to load before LOAD_IN_PROGRESS

@@ -10,8 +10,10 @@ import logging
 import uuid
 from dataclasses import dataclass
 
+from coordinator.group.consumer import ConsumerGroupOps
 from coordinator.group.group import Group, GroupState, JoinResult, Member, SyncResult
 from coordinator.group.rebalance import RebalanceOps
+from coordinator.group.records import encode_consumer_record
 from kafka_wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,7 @@ class JoinRequest:
     supports_skip_assignment: bool = True  # JoinGroup v9+ (KIP-814)
 
 
-class GroupCoordinator(RebalanceOps):
+class GroupCoordinator(RebalanceOps, ConsumerGroupOps):
     """One shard's coordinator. Build it, `await load()`, serve, `unload()` when ownership goes."""
 
     # Static members replaced while Stable whose JoinGroup version can skip the assignment.
@@ -56,6 +58,10 @@ class GroupCoordinator(RebalanceOps):
             req.rebalance_timeout_ms = req.session_timeout_ms
         unknown = req.member_id == ""
         group = self.groups.get(req.group_id)
+        if group is not None and group.consumer is not None:
+            err = await self._leave_consumer_protocol(group)
+            if err:
+                return JoinResult(err, member_id=req.member_id)
         if group is None:
             if not unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
@@ -72,6 +78,21 @@ class GroupCoordinator(RebalanceOps):
         result = await fut
         self._maybe_drop(group)
         return result
+
+    async def _leave_consumer_protocol(self, group: Group) -> int:
+        """A classic JoinGroup to a consumer-protocol group: Kafka's maybeDeleteEmptyConsumerGroup
+        turns an empty one into a classic group (offsets kept). Classic members joining a
+        consumer group that has members (Kafka 4.4's mixed groups) are not built: refused."""
+        async with self._lock(group.group_id):
+            cg = group.consumer
+            if cg is None:
+                return ErrorCode.NONE
+            if cg.members:
+                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            err = await self._append([encode_consumer_record(k, v) for k, v in cg.group_tombstones()])
+            if not err:
+                group.consumer = None
+            return err
 
     def _unknown_join(self, group: Group, req: JoinRequest, fut: asyncio.Future[JoinResult]) -> None:
         if group.is_(GroupState.DEAD):

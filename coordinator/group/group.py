@@ -8,6 +8,7 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
+from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.records import OffsetCommitValue
 from kafka_wire.errors import ErrorCode
 from store.clock import TimerHandle
@@ -131,6 +132,8 @@ class Group:
         self.in_initial_delay = False
         self.sync_timer: TimerHandle | None = None
         self.state_timestamp = -1
+        # Set while the group speaks the consumer protocol (KIP-848); the classic state is then Empty.
+        self.consumer: ConsumerGroup | None = None
 
     # ---- state -------------------------------------------------------------------------
 

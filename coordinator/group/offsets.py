@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from coordinator.group.group import Group, GroupState, OffsetAndMetadata
-from coordinator.group.records import GroupMetadataKey, Record, encode_group_key
+from coordinator.group.records import GroupMetadataKey, Record, encode_consumer_record, encode_group_key
 from coordinator.group.shard import ShardState
 from kafka_wire.api import decode_versioned, schema_class
 from kafka_wire.errors import ErrorCode
@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 CLASSIC = "classic"
+CONSUMER = "consumer"
 
 
 @dataclass
@@ -36,6 +37,7 @@ class GroupDescription:
     protocol_type: str = ""
     protocol_data: str = ""
     members: list[MemberDescription] = field(default_factory=list)
+    message: str | None = None
 
 
 @dataclass
@@ -83,6 +85,20 @@ class OffsetOps(ShardState):
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
 
+    @staticmethod
+    def _validate_consumer_commit(group: Group, member_epoch: int, member_id: str, api_version: int) -> int:
+        """Kafka's ConsumerGroup.validateOffsetCommit (non-transactional)."""
+        cg = group.consumer
+        assert cg is not None
+        if member_epoch < 0 and not cg.members:
+            return ErrorCode.NONE
+        member = cg.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        return ErrorCode.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else ErrorCode.NONE
+
     async def commit_offsets(
         self,
         group_id: str,
@@ -90,7 +106,10 @@ class OffsetOps(ShardState):
         member_id: str,
         instance_id: str | None,
         offsets: dict[TopicPartition, OffsetAndMetadata],
+        api_version: int = 8,
     ) -> dict[TopicPartition, int]:
+        """`generation_id` is the member epoch of a consumer-protocol group's member."""
+
         def all_(err: int) -> dict[TopicPartition, int]:
             return dict.fromkeys(offsets, err)
 
@@ -99,9 +118,13 @@ class OffsetOps(ShardState):
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                return all_(ErrorCode.ILLEGAL_GENERATION)
+                # OffsetCommit v9+ (KIP-848) names the missing group.
+                return all_(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
             group = self.groups[group_id] = Group(group_id)
-        err = self._validate_offset_commit(group, generation_id, member_id, instance_id)
+        if group.consumer is not None:
+            err = self._validate_consumer_commit(group, generation_id, member_id, api_version)
+        else:
+            err = self._validate_offset_commit(group, generation_id, member_id, instance_id)
         if err:
             self._maybe_drop(group)
             return all_(err)
@@ -133,14 +156,24 @@ class OffsetOps(ShardState):
         return out
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
+        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False,
+        member_id: str | None = None, member_epoch: int = -1,
     ) -> tuple[int, list[FetchedOffset]]:
-        """(group error, offsets); partitions None means every committed one."""
+        """(group error, offsets); partitions None means every committed one. A consumer-protocol
+        member (OffsetFetch v9+) names itself and its epoch."""
         if not self.active:
             return ErrorCode.NOT_COORDINATOR, []
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.NONE, [FetchedOffset(t, p) for t, p in partitions or []]
+        cg = group.consumer
+        if cg is not None and not (member_epoch < 0 and member_id is None):
+            # Kafka's ConsumerGroup.validateOffsetFetch.
+            member = cg.members.get(member_id or "")
+            if member is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID, []
+            if member_epoch != member.member_epoch:
+                return ErrorCode.STALE_MEMBER_EPOCH, []
         tps = partitions if partitions is not None else sorted(group.offsets)
         out = []
         for tp in tps:
@@ -166,6 +199,8 @@ class OffsetOps(ShardState):
         for gid, group in list(self.groups.items()):
             if group.protocol_type is not None and not group.is_(GroupState.EMPTY):
                 continue
+            if group.consumer is not None and group.consumer.members:
+                continue
             expired = []
             for tp, om in group.offsets.items():
                 if group.pending_offsets.get(tp):
@@ -182,7 +217,7 @@ class OffsetOps(ShardState):
             records = [self.offset_record(gid, tp, None) for tp in expired]
             drop_group = len(expired) == len(group.offsets) and group.is_(GroupState.EMPTY) and not group.members
             if drop_group:
-                records.append((encode_group_key(GroupMetadataKey(group=gid)), None))
+                records += self._group_tombstones(group)
             if await self._append(records):
                 continue
             for tp in expired:
@@ -193,6 +228,13 @@ class OffsetOps(ShardState):
                 self._cancel_group_timers(group)
                 del self.groups[gid]
         return removed
+
+    @staticmethod
+    def _group_tombstones(group: Group) -> list[Record]:
+        """The records deleting a group's metadata, of whichever protocol it speaks."""
+        if group.consumer is not None:
+            return [encode_consumer_record(k, v) for k, v in group.consumer.group_tombstones()]
+        return [(encode_group_key(GroupMetadataKey(group=group.group_id)), None)]
 
     def committed(self) -> dict[str, dict[TopicPartition, int]]:
         """Every group's committed offsets (for cursors and lag)."""
@@ -205,7 +247,11 @@ class OffsetOps(ShardState):
             return GroupDescription(ErrorCode.NOT_COORDINATOR, group_id)
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return GroupDescription(ErrorCode.GROUP_ID_NOT_FOUND, group_id)
+            return GroupDescription(ErrorCode.GROUP_ID_NOT_FOUND, group_id, message=f"Group {group_id} not found.")
+        if group.consumer is not None:
+            # Kafka's classicGroup(): DescribeGroups describes classic groups only.
+            return GroupDescription(ErrorCode.GROUP_ID_NOT_FOUND, group_id,
+                                    message=f"Group {group_id} is not a classic group.")
         stable = group.is_(GroupState.STABLE)
         members = [
             MemberDescription(
@@ -239,11 +285,15 @@ class OffsetOps(ShardState):
         for gid, g in self.groups.items():
             if g.is_(GroupState.DEAD):
                 continue
-            if want_states is not None and g.state.value.lower() not in want_states:
+            if g.consumer is not None:
+                state, gtype, ptype = g.consumer.state.value, CONSUMER, CONSUMER
+            else:
+                state, gtype, ptype = g.state.value, CLASSIC, g.protocol_type or ""
+            if want_states is not None and state.lower() not in want_states:
                 continue
-            if want_types is not None and CLASSIC not in want_types:
+            if want_types is not None and gtype not in want_types:
                 continue
-            out.append((gid, g.protocol_type or "", g.state.value, CLASSIC))
+            out.append((gid, ptype, state, gtype))
         return out
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
@@ -255,11 +305,13 @@ class OffsetOps(ShardState):
             group = self.groups.get(gid)
             if group is None or group.is_(GroupState.DEAD):
                 out[gid] = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_(GroupState.EMPTY) or group.members or group.pending_members:
+            elif not group.is_(GroupState.EMPTY) or group.members or group.pending_members or (
+                group.consumer is not None and group.consumer.members
+            ):
                 out[gid] = ErrorCode.NON_EMPTY_GROUP
             else:
                 records: list[Record] = [self.offset_record(gid, tp, None) for tp in group.offsets]
-                records.append((encode_group_key(GroupMetadataKey(group=gid)), None))
+                records += self._group_tombstones(group)
                 err = await self._append(records)
                 if not err and self.groups.get(gid) is group:
                     group.transition(GroupState.DEAD)
@@ -277,16 +329,17 @@ class OffsetOps(ShardState):
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         out: dict[TopicPartition, int] = {}
-        if group.is_(GroupState.EMPTY):
-            deletable = list(partitions)
-        elif group.protocol_type == "consumer":
-            subscribed = subscribed_topics(group) or set()
+        if group.consumer is not None or (group.protocol_type == "consumer" and not group.is_(GroupState.EMPTY)):
+            subscribed = (group.consumer.subscribed_topics() if group.consumer is not None
+                          else subscribed_topics(group) or set())
             deletable = []
             for tp in partitions:
                 if tp[0] in subscribed:
                     out[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     deletable.append(tp)
+        elif group.is_(GroupState.EMPTY):
+            deletable = list(partitions)
         else:
             return ErrorCode.NON_EMPTY_GROUP, {}
         present = [tp for tp in deletable if tp in group.offsets]

@@ -1,12 +1,13 @@
 """Kafka's `__consumer_offsets` records, so a shard's log reads like Kafka's own offsets topic.
 
-The codecs are generated from Kafka's schemas (kafka-group-coordinator's OffsetCommitKey/Value and
-GroupMetadataKey/Value, see kafka_wire/codegen/jars.py); this module adds what the schemas leave
-to the coordinator: a key starts with an int16 that is the record type (0-1 offset commits, 2
-group metadata; 3+ belong to the consumer/share/streams group protocols and are skipped on
-replay), a value starts with its own int16 version, a null value is a tombstone, and which value
-versions are written: OffsetCommitValue v1 when the commit carries an explicit expiry, else v3,
-and GroupMetadataValue v3, as Kafka 4.4 writes them. Every older value version is read.
+The codecs are generated from Kafka's schemas (kafka-group-coordinator's OffsetCommitKey/Value,
+GroupMetadataKey/Value and the ConsumerGroup* records, see kafka_wire/codegen/jars.py); this
+module adds what the schemas leave to the coordinator: a key starts with an int16 that is the
+record type (0-1 offset commits, 2 group metadata, 3-8 and 16 the consumer group protocol's;
+share and streams group types are skipped on replay), a value starts with its own int16
+version, a null value is a tombstone, and which value versions are written: OffsetCommitValue v1
+when the commit carries an explicit expiry, else v3, GroupMetadataValue v3 and every
+ConsumerGroup* value v0, as Kafka 4.4 writes them. Every older value version is read.
 """
 
 from __future__ import annotations
@@ -15,16 +16,73 @@ import struct
 
 from kafka_wire.api import decode_versioned, encode_versioned
 from kafka_wire.exceptions import DecodeError
+from kafka_wire.messages.consumer_group_current_member_assignment_key import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+)
+from kafka_wire.messages.consumer_group_current_member_assignment_value import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+)
+from kafka_wire.messages.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
+from kafka_wire.messages.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+from kafka_wire.messages.consumer_group_metadata_key import ConsumerGroupMetadataKey
+from kafka_wire.messages.consumer_group_metadata_value import ConsumerGroupMetadataValue
+from kafka_wire.messages.consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
+from kafka_wire.messages.consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue
+from kafka_wire.messages.consumer_group_regular_expression_key import ConsumerGroupRegularExpressionKey
+from kafka_wire.messages.consumer_group_regular_expression_value import ConsumerGroupRegularExpressionValue
+from kafka_wire.messages.consumer_group_target_assignment_member_key import (
+    ConsumerGroupTargetAssignmentMemberKey,
+)
+from kafka_wire.messages.consumer_group_target_assignment_member_value import (
+    ConsumerGroupTargetAssignmentMemberValue,
+)
+from kafka_wire.messages.consumer_group_target_assignment_metadata_key import (
+    ConsumerGroupTargetAssignmentMetadataKey,
+)
+from kafka_wire.messages.consumer_group_target_assignment_metadata_value import (
+    ConsumerGroupTargetAssignmentMetadataValue,
+)
 from kafka_wire.messages.group_metadata_key import GroupMetadataKey
 from kafka_wire.messages.group_metadata_value import GroupMetadataValue
 from kafka_wire.messages.offset_commit_key import OffsetCommitKey
 from kafka_wire.messages.offset_commit_value import OffsetCommitValue
+from kafka_wire.primitives import Struct
 from kafka_wire.records import NewRecord, build_batch, iter_batches
 
 __all__ = [
-    "GroupMetadataKey", "GroupMetadataValue", "MemberMetadata", "OffsetCommitKey", "OffsetCommitValue",
-    "Record", "build_records_batch", "decode_group_value", "decode_key", "decode_offset_value",
-    "encode_group_key", "encode_group_value", "encode_offset_key", "encode_offset_value", "iter_log_records",
+    "CONSUMER_RECORDS",
+    "ConsumerGroupCurrentMemberAssignmentKey",
+    "ConsumerGroupCurrentMemberAssignmentValue",
+    "ConsumerGroupMemberMetadataKey",
+    "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupMetadataKey",
+    "ConsumerGroupMetadataValue",
+    "ConsumerGroupPartitionMetadataKey",
+    "ConsumerGroupPartitionMetadataValue",
+    "ConsumerGroupRegularExpressionKey",
+    "ConsumerGroupRegularExpressionValue",
+    "ConsumerGroupTargetAssignmentMemberKey",
+    "ConsumerGroupTargetAssignmentMemberValue",
+    "ConsumerGroupTargetAssignmentMetadataKey",
+    "ConsumerGroupTargetAssignmentMetadataValue",
+    "ConsumerKey",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "Record",
+    "build_records_batch",
+    "decode_consumer_value",
+    "decode_group_value",
+    "decode_key",
+    "decode_offset_value",
+    "encode_consumer_record",
+    "encode_group_key",
+    "encode_group_value",
+    "encode_offset_key",
+    "encode_offset_value",
+    "iter_log_records",
 ]
 
 MemberMetadata = GroupMetadataValue.MemberMetadata
@@ -56,8 +114,40 @@ def encode_group_value(v: GroupMetadataValue) -> bytes:
     return encode_versioned(v, _GROUP_VALUE_VERSION)
 
 
-def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | None:
-    """None for record types this coordinator does not own (consumer-protocol records)."""
+# The consumer group protocol's records (KIP-848): record type -> (key schema, value schema).
+CONSUMER_RECORDS: dict[int, tuple[type[Struct], type[Struct]]] = {
+    k.API_KEY: (k, v)
+    for k, v in (
+        (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+        (ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue),
+        (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
+        (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
+        (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
+        (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+        (ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue),
+    )
+}
+ConsumerKey = (
+    ConsumerGroupMetadataKey | ConsumerGroupPartitionMetadataKey | ConsumerGroupMemberMetadataKey
+    | ConsumerGroupTargetAssignmentMetadataKey | ConsumerGroupTargetAssignmentMemberKey
+    | ConsumerGroupCurrentMemberAssignmentKey | ConsumerGroupRegularExpressionKey
+)
+_CONSUMER_VALUE_VERSION = 0  # every ConsumerGroup* value schema has the one version 0
+
+
+def encode_consumer_record(key: ConsumerKey, value: Struct | None) -> tuple[bytes, bytes | None]:
+    """(key, value) of one consumer-protocol record; value None is the key's tombstone."""
+    k = _TYPE.pack(key.API_KEY) + key.encode(_KEY_SCHEMA_VERSION)
+    return k, None if value is None else encode_versioned(value, _CONSUMER_VALUE_VERSION)
+
+
+def decode_consumer_value(key: ConsumerKey, data: bytes | memoryview) -> object:
+    _, v = decode_versioned(CONSUMER_RECORDS[key.API_KEY][1], data)
+    return v
+
+
+def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | ConsumerKey | None:
+    """None for record types this coordinator does not own (share and streams group records)."""
     b = memoryview(data)
     if len(b) < 2:
         raise DecodeError("truncated record type", "__consumer_offsets key", 0)
@@ -66,6 +156,9 @@ def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey |
         return OffsetCommitKey.decode(b[2:], _KEY_SCHEMA_VERSION)
     if kind == GROUP_METADATA:
         return GroupMetadataKey.decode(b[2:], _KEY_SCHEMA_VERSION)
+    schemas = CONSUMER_RECORDS.get(kind)
+    if schemas is not None:
+        return schemas[0].decode(b[2:], _KEY_SCHEMA_VERSION)  # type: ignore[return-value]
     return None
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Mapping
 
+from coordinator.group.assignors import TopicMeta
 from coordinator.group.config import GroupConfig
 from coordinator.group.group import Group, GroupState, JoinResult, Member, OffsetAndMetadata, SyncResult
 from coordinator.group.records import (
@@ -36,9 +38,17 @@ def now_ms() -> int:
 
 class ShardState:
     def __init__(
-        self, shard: int, shard_log: ShardLog, config: GroupConfig | None = None, *, clock: Clock = SYSTEM_CLOCK
+        self,
+        shard: int,
+        shard_log: ShardLog,
+        config: GroupConfig | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        topics: Callable[[], Mapping[str, TopicMeta]] | None = None,
     ) -> None:
         self.shard = shard
+        # The topics consumer-protocol groups may subscribe to: name -> id and partition count.
+        self.topics_view: Callable[[], Mapping[str, TopicMeta]] = topics or dict
         self.log = shard_log
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
@@ -57,7 +67,8 @@ class ShardState:
         for gid, stored in replay.groups().items():
             group = Group(gid)
             group.offsets = stored.offsets
-            if stored.metadata is not None:
+            group.consumer = stored.consumer
+            if stored.metadata is not None and stored.consumer is None:
                 self._restore(group, stored.metadata)
             self.groups[gid] = group
         self.active = True
@@ -196,6 +207,7 @@ class ShardState:
             and not group.offsets
             and not group.pending_members
             and group.generation_id == 0
+            and group.consumer is None
             and self.groups.get(group.group_id) is group
         ):
             del self.groups[group.group_id]

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.records import (
+    CONSUMER_RECORDS,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    decode_consumer_value,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -28,11 +31,14 @@ class StoredGroup:
     shard: int
     metadata: GroupMetadataValue | None = None  # the latest GroupMetadata record (None: none, or deleted)
     offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
+    consumer: ConsumerGroup | None = None  # a consumer-protocol group's state (KIP-848)
 
     @property
     def state(self) -> str:
-        """As of the latest stored metadata: a coordinator loading the shard restores members as
-        Stable; rebalances in progress are not stored."""
+        """As of the latest stored metadata: a coordinator loading the shard restores classic
+        members as Stable; rebalances in progress are not stored."""
+        if self.consumer is not None:
+            return self.consumer.state.value
         return "Stable" if self.metadata is not None and self.metadata.members else "Empty"
 
 
@@ -65,6 +71,13 @@ class GroupLogReplay:
                         g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
                 elif isinstance(k, GroupMetadataKey):
                     self._group(k.group).metadata = None if value is None else decode_group_value(value)
+                elif k is not None and k.API_KEY in CONSUMER_RECORDS:
+                    g = self._group(k.group_id)
+                    if g.consumer is None:
+                        g.consumer = ConsumerGroup(k.group_id)
+                    g.consumer.apply(k, None if value is None else decode_consumer_value(k, value))
+                    if not g.consumer.created and not g.consumer.members:
+                        g.consumer = None  # deleted (its metadata tombstone)
             except ValueError:
                 if not self.skip_unreadable:
                     raise
@@ -72,4 +85,5 @@ class GroupLogReplay:
 
     def groups(self) -> dict[str, StoredGroup]:
         """Every group with metadata or offsets left (deleted groups are gone)."""
-        return {gid: g for gid, g in self._groups.items() if g.metadata is not None or g.offsets}
+        return {gid: g for gid, g in self._groups.items()
+                if g.metadata is not None or g.offsets or g.consumer is not None}

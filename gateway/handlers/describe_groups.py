@@ -26,7 +26,7 @@ async def _describe(ctx: RequestContext, group_id: str, with_ops: bool) -> Group
         if v >= 6:
             return Group(
                 error_code=d.error,
-                error_message=f"Group {group_id} not found.",
+                error_message=d.message,
                 group_id=group_id,
                 group_state="Dead",
                 authorized_operations=ops,

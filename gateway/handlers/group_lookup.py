@@ -5,6 +5,7 @@ below never sees."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypeVar
 
@@ -49,6 +50,22 @@ def errors_by_topic(
         topic(t.name, [partition(p.partition_index, errors[(t.name, p.partition_index)]) for p in t.partitions])
         for t in topics
     ]
+
+
+class _TopicById(Protocol):
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+
+
+async def topic_names(ctx: RequestContext, topics: Iterable[_TopicById]) -> dict[uuid.UUID, str]:
+    """Topic id -> name of the topics a v10 OffsetCommit/OffsetFetch names that exist."""
+    out: dict[uuid.UUID, str] = {}
+    for t in topics:
+        if t.topic_id not in out:
+            info = await ctx.services.topics.get_by_id(t.topic_id)
+            if info is not None:
+                out[t.topic_id] = info.name
+    return out
 
 
 async def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:

@@ -35,6 +35,8 @@ try:
         alter_configs,
         api_versions,
         client_quotas,
+        consumer_group_describe,
+        consumer_group_heartbeat,
         create_partitions,
         create_topics,
         delete_groups,
@@ -97,8 +99,8 @@ HANDLERS: dict[int, HandlerSpec] = _table(
     serve("Fetch", fetch.handle_fetch),
     serve("ListOffsets", list_offsets.handle_list_offsets),
     serve("Metadata", metadata.metadata),
-    serve("OffsetCommit", offset_commit.offset_commit, max_version=9),  # v10: topic ids, not built
-    serve("OffsetFetch", offset_fetch.offset_fetch, max_version=9),  # v10: topic ids, not built
+    serve("OffsetCommit", offset_commit.offset_commit),
+    serve("OffsetFetch", offset_fetch.offset_fetch),
     serve("FindCoordinator", find_coordinator.find_coordinator),
     serve("JoinGroup", join_group.join_group),
     serve("Heartbeat", heartbeat.heartbeat),
@@ -131,4 +133,6 @@ HANDLERS: dict[int, HandlerSpec] = _table(
     serve("UpdateFeatures", update_features.update_features),
     serve("DescribeTopicPartitions", describe_topic_partitions.describe_topic_partitions),
     serve("WriteTxnMarkers", write_txn_markers.handle_write_txn_markers),
+    serve("ConsumerGroupHeartbeat", consumer_group_heartbeat.consumer_group_heartbeat),
+    serve("ConsumerGroupDescribe", consumer_group_describe.consumer_group_describe),
 )

@@ -119,8 +119,23 @@ def test_group_value_v0_reads_rebalance_timeout_as_session_timeout() -> None:
     assert m.session_timeout == m.rebalance_timeout == 777 and m.group_instance_id is None
 
 
-def test_unknown_key_versions_are_skipped() -> None:
-    assert decode_key(struct.pack(">h", 3) + b"\x00\x01x") is None
+def test_share_and_streams_group_keys_are_skipped() -> None:
+    assert decode_key(struct.pack(">h", 11) + b"\x00\x01x") is None
+
+
+def test_consumer_group_records_round_trip() -> None:
+    from coordinator.group.records import (
+        ConsumerGroupMetadataKey,
+        ConsumerGroupMetadataValue,
+        decode_consumer_value,
+        encode_consumer_record,
+    )
+
+    key, value = encode_consumer_record(ConsumerGroupMetadataKey(group_id="g"), ConsumerGroupMetadataValue(epoch=7))
+    assert key == struct.pack(">h", 3) + _s("g") and value is not None
+    k = decode_key(key)
+    assert k == ConsumerGroupMetadataKey(group_id="g")
+    assert decode_consumer_value(k, value) == ConsumerGroupMetadataValue(epoch=7)
 
 
 def test_records_batch_round_trip_with_tombstones() -> None:

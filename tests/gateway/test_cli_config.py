@@ -31,7 +31,7 @@ def test_gateway_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch) -> None
     assert (c.meta_url, c.listen_host, c.listen_port) == ("zk://127.0.0.1:1/q", "127.0.0.1", 19092)
     assert c.advertised() == ("gw1", 9092) and c.node_id == 7
     assert (c.ensemble_size, c.write_quorum, c.ack_quorum) == (3, 3, 2)
-    assert (c.offsets_topic_partitions, c.group_initial_rebalance_delay_ms) == (4, 0)
+    assert (c.offsets_topic_partitions, c.group["initial_rebalance_delay_ms"]) == (4, 0)
     assert c.meta_session_timeout_s == 3.0 and c.auto_create_topics is False
 
 

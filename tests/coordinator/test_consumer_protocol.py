@@ -1,0 +1,163 @@
+"""The consumer group protocol (KIP-848) of one shard: joins, epochs, revocation before
+reassignment, leaves, static members, regex subscriptions, assignors, offsets with member epochs,
+and the state rebuilt from the shard's log."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from coordinator.group.assignors import AssignorMember, TopicMeta, range_, uniform
+from coordinator.group.config import GroupConfig
+from coordinator.group.consumer import ConsumerHeartbeat, HeartbeatAnswer
+from coordinator.group.coordinator import GroupCoordinator
+from coordinator.group.group import OffsetAndMetadata
+from kafka_wire.errors import ErrorCode
+from tests.coordinator.helpers import FAST, make, req, stable_group
+from tests.coordinator.shard_logs import MemoryShardLog
+
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+TOPICS = {"t1": TopicMeta(T1, 4), "t2": TopicMeta(T2, 2)}
+
+
+async def coordinator(log: MemoryShardLog, config: GroupConfig = FAST) -> GroupCoordinator:
+    c = GroupCoordinator(0, log, config, topics=lambda: TOPICS)
+    await c.load()
+    return c
+
+
+async def join(c: GroupCoordinator, mid: str, topics: list[str] | None = ("t1",), **kw: object) -> HeartbeatAnswer:  # type: ignore[assignment]
+    hb = ConsumerHeartbeat("g", mid, 0, rebalance_timeout_ms=30000, owned={},
+                           subscribed_topic_names=None if topics is None else list(topics), **kw)  # type: ignore[arg-type]
+    return await c.consumer_heartbeat(hb)
+
+
+async def beat(c: GroupCoordinator, mid: str, epoch: int, owned: dict[uuid.UUID, set[int]] | None,
+               **kw: object) -> HeartbeatAnswer:
+    return await c.consumer_heartbeat(ConsumerHeartbeat("g", mid, epoch, owned=owned, **kw))  # type: ignore[arg-type]
+
+
+def owned(a: HeartbeatAnswer) -> dict[uuid.UUID, set[int]]:
+    assert a.assignment is not None
+    return {t: set(p) for t, p in a.assignment.items()}
+
+
+async def test_first_member_gets_everything_then_revokes_before_the_second_is_given_any() -> None:
+    c = await coordinator(MemoryShardLog())
+    a = await join(c, "a")
+    assert (a.error, a.member_epoch) == (0, 1) and owned(a) == {T1: {0, 1, 2, 3}}
+    b = await join(c, "b")
+    # The group moves to epoch 2; b may not take partitions a still owns.
+    assert (b.error, b.member_epoch) == (0, 2) and owned(b) == {}
+    cg = c.groups["g"].consumer
+    assert cg is not None and cg.state.value == "Reconciling"
+    a2 = await beat(c, "a", 1, owned(a))
+    # a is asked to give up two partitions and stays at epoch 1 until it does.
+    assert a2.member_epoch == 1 and len(owned(a2)[T1]) == 2
+    b2 = await beat(c, "b", 2, {})
+    assert b2.assignment is None and b2.member_epoch == 2  # still held by a
+    a3 = await beat(c, "a", 1, owned(a2))
+    assert a3.member_epoch == 2
+    b3 = await beat(c, "b", 2, {})
+    assert owned(b3)[T1] == {0, 1, 2, 3} - owned(a2)[T1]
+    assert cg.state.value == "Stable" and cg.group_epoch == cg.assignment_epoch == 2
+
+
+async def test_epoch_errors_leave_and_unknown_members() -> None:
+    c = await coordinator(MemoryShardLog())
+    a = await join(c, "a")
+    assert (await beat(c, "a", 5, None)).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert (await beat(c, "zz", 1, None)).error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert (await beat(c, "a", 1, owned(a))).error == 0
+    bad = await c.consumer_heartbeat(ConsumerHeartbeat("g", "", 0, rebalance_timeout_ms=1, owned={},
+                                                       subscribed_topic_names=["t1"]))
+    assert (bad.error, bad.message) == (ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+    bad = await join(c, "x", server_assignor="sticky")
+    assert bad.error == ErrorCode.UNSUPPORTED_ASSIGNOR
+    left = await beat(c, "a", -1, None)
+    assert (left.error, left.member_id, left.member_epoch) == (0, "a", -1)
+    cg = c.groups["g"].consumer
+    assert cg is not None and cg.state.value == "Empty" and cg.group_epoch == 2
+    missing = await c.consumer_heartbeat(ConsumerHeartbeat("nope", "m", 3, owned=None))
+    assert (missing.error, missing.message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Consumer group nope not found.")
+
+
+async def test_state_is_rebuilt_from_the_log() -> None:
+    log = MemoryShardLog()
+    c = await coordinator(log)
+    a = await join(c, "a", topics=["t1", "t2"])
+    b = await join(c, "b", topics=["t1", "t2"])
+    await beat(c, "a", a.member_epoch, owned(a))
+    cg = c.groups["g"].consumer
+    assert cg is not None
+    before = (cg.group_epoch, cg.assignment_epoch, dict(cg.members), dict(cg.targets))
+    c.unload()
+    c2 = await coordinator(log)
+    cg2 = c2.groups["g"].consumer
+    assert cg2 is not None
+    assert (cg2.group_epoch, cg2.assignment_epoch, cg2.members, cg2.targets) == before
+    # b carries on at its epoch with the reloaded coordinator.
+    assert (await beat(c2, "b", b.member_epoch, {})).error == 0
+    c2.unload()
+
+
+async def test_static_member_leaves_and_comes_back_with_its_assignment() -> None:
+    c = await coordinator(MemoryShardLog())
+    a = await join(c, "a", instance_id="i1")
+    assert (await join(c, "a2", instance_id="i1")).error == ErrorCode.UNRELEASED_INSTANCE_ID
+    left = await beat(c, "a", -2, None, instance_id="i1")
+    assert left.member_epoch == -2
+    back = await join(c, "a2", instance_id="i1")
+    assert back.error == 0 and owned(back) == owned(a) and back.member_epoch == a.member_epoch
+    cg = c.groups["g"].consumer
+    assert cg is not None and set(cg.members) == {"a2"}
+
+
+async def test_regex_subscription_follows_topics() -> None:
+    c = await coordinator(MemoryShardLog())
+    a = await join(c, "a", topics=None, subscribed_topic_regex="t.*")
+    assert owned(a) == {T1: {0, 1, 2, 3}, T2: {0, 1}}
+    bad = await join(c, "b", topics=None, subscribed_topic_regex="t(")
+    assert bad.error == ErrorCode.INVALID_REGULAR_EXPRESSION
+
+
+async def test_offset_commit_and_fetch_check_member_epochs() -> None:
+    c = await coordinator(MemoryShardLog())
+    a = await join(c, "a")
+    om = OffsetAndMetadata(offset=5)
+    assert await c.commit_offsets("g", a.member_epoch, "a", None, {("t1", 0): om}, api_version=9) == {("t1", 0): 0}
+    stale = await c.commit_offsets("g", a.member_epoch + 1, "a", None, {("t1", 0): om}, api_version=9)
+    assert stale == {("t1", 0): ErrorCode.STALE_MEMBER_EPOCH}
+    unknown = await c.commit_offsets("g", 1, "x", None, {("t1", 0): om}, api_version=9)
+    assert unknown == {("t1", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+    assert c.fetch_offsets("g", [("t1", 0)], member_id="a", member_epoch=0)[0] == ErrorCode.STALE_MEMBER_EPOCH
+    err, found = c.fetch_offsets("g", [("t1", 0)], member_id="a", member_epoch=a.member_epoch)
+    assert err == 0 and found[0].offset == 5
+    assert c.list_groups() == [("g", "consumer", "Stable", "consumer")]
+    assert (await c.delete_groups(["g"]))["g"] == ErrorCode.NON_EMPTY_GROUP
+    await beat(c, "a", -1, None)
+    assert (await c.delete_groups(["g"]))["g"] == 0 and "g" not in c.groups
+
+
+async def test_classic_and_consumer_groups_do_not_mix() -> None:
+    c = await make(MemoryShardLog())
+    await stable_group(c, 1)
+    hb = ConsumerHeartbeat("g", "m", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=["t"])
+    a = await c.consumer_heartbeat(hb)
+    assert (a.error, a.message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
+    c2 = await coordinator(MemoryShardLog())
+    await join(c2, "a")
+    r = await c2.join(req("g"))
+    assert r.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+@pytest.mark.parametrize("assignor", [uniform, range_])
+def test_assignors_cover_every_partition_once_and_balance(assignor: object) -> None:
+    members = [AssignorMember(f"m{i}", None, frozenset({"t1", "t2"})) for i in range(4)]
+    out = assignor(members, TOPICS, {})  # type: ignore[operator]
+    got = sorted((t, p) for a in out.values() for t, ps in a.items() for p in ps)
+    assert got == sorted([(T1, p) for p in range(4)] + [(T2, p) for p in range(2)])
+    if assignor is uniform:
+        counts = [sum(len(p) for p in a.values()) for a in out.values()]
+        assert max(counts) - min(counts) <= 1

@@ -67,12 +67,15 @@ def test_consumer_of_many_partitions_with_fetch_sessions(target: Target) -> None
 
 @pytest.mark.compat(suite="groups", client="java-client")
 @BOTH
-def test_cooperative_sticky_join_and_leave(target: Target) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_cooperative_sticky_join_and_leave(target: Target, protocol: str) -> None:
+    """classic: the cooperative-sticky assignor; consumer: KIP-848 (the gateway assigns, and
+    revokes before it hands a partition to another member)."""
     topic, group, partitions, count = unique("jc-coop"), unique("jc-cg"), 6, 600
     create_topic(target.bootstrap, topic, partitions=partitions)
     run_harness("produce", bootstrap=target.bootstrap, topic=topic, count=count, partitions=partitions)
     events = run_harness("groups", bootstrap=target.bootstrap, topic=topic, group=group, count=count,
-                         partitions=partitions)
+                         partitions=partitions, protocol=protocol)
     alone, shared, rejoined = only(events, "phase")
     at = {id(e): n for n, e in enumerate(events)}
     everything = list(range(partitions))

@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST_GROUP_ENV = {
     "QUIRE_GROUP_INITIAL_REBALANCE_DELAY_MS": "300",
     "QUIRE_OFFSETS_TOPIC_PARTITIONS": "4",
+    # Consumer-protocol members learn of a rebalance from their next heartbeat: beat often.
+    "QUIRE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "300",
+    "QUIRE_GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS": "100",
 }
 
 

@@ -104,7 +104,8 @@ final class ConsumeCommand {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.str("bootstrap"));
         p.put(ConsumerConfig.GROUP_ID_CONFIG, a.str("group"));
-        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        // "consumer": the KIP-848 protocol (server-side assignment, ConsumerGroupHeartbeat).
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, a.str("protocol", "classic"));
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, a.str("max.poll.records", "500"));

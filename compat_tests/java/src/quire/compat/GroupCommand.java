@@ -20,7 +20,8 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
 
 /**
- * Two KafkaConsumers in one classic group with the cooperative-sticky assignor, polled in turn
+ * Two KafkaConsumers in one group (classic with the cooperative-sticky assignor, or with
+ * protocol=consumer the KIP-848 protocol and the broker's assignor), polled in turn
  * from this thread: c1 alone, then c2 joins (incremental rebalance), then c2 leaves and c1
  * takes everything back. Offsets are committed after every poll and on revocation, so every
  * record of the (pre-produced) topic is consumed exactly once across the two members.
@@ -99,10 +100,15 @@ final class GroupCommand {
             this.name = name;
             this.topic = topic;
             Properties p = ConsumeCommand.props(a);
-            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, CooperativeStickyAssignor.class.getName());
+            if (a.str("protocol", "classic").equals("classic")) {
+                p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, CooperativeStickyAssignor.class.getName());
+                // Members learn of a rebalance from a heartbeat: beat often so the test runs quickly.
+                p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "300");
+            } else if (!a.str("assignor", "").isEmpty()) {
+                // The consumer protocol: the broker assigns; the heartbeat interval is the broker's.
+                p.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, a.str("assignor"));
+            }
             p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "5");
-            // Members learn of a rebalance from a heartbeat: beat often so the test runs quickly.
-            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "300");
             p.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
             this.consumer = new KafkaConsumer<>(p);
         }

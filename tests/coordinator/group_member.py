@@ -2,6 +2,7 @@
 
     python -m tests.coordinator.group_member --client {kafka-python,aiokafka,confluent}
         --bootstrap HOST:PORT --topic T --group G [--strategy roundrobin] [--instance ID]
+        [--protocol consumer]   (confluent: KIP-848's group.protocol=consumer)
 
 Prints one line per event, flushed: `ASSIGN p,p,...` whenever its assignment changes (after a
 rebalance), `MSG partition offset` per record processed (a commit follows each poll's records
@@ -153,17 +154,20 @@ def run_confluent(a: argparse.Namespace) -> None:
         "client.id": "ck-member",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": a.session_ms,
-        "heartbeat.interval.ms": 500,
-        "partition.assignment.strategy": a.strategy,
         "topic.metadata.refresh.interval.ms": 2000,
         "statistics.interval.ms": 200,
         "stats_cb": on_stats,
     }
+    if a.protocol == "consumer":
+        # KIP-848: the broker assigns and sets the session and heartbeat interval.
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"session.timeout.ms": a.session_ms, "heartbeat.interval.ms": 500,
+                     "partition.assignment.strategy": a.strategy})
     if a.instance:
         conf["group.instance.id"] = a.instance
     c = Consumer(conf)
-    cooperative = a.strategy == "cooperative-sticky"
+    cooperative = a.strategy == "cooperative-sticky" or a.protocol == "consumer"
 
     def on_assign(consumer: Any, parts: list[Any]) -> None:
         if not cooperative:
@@ -203,6 +207,7 @@ def main() -> None:
     p.add_argument("--strategy", default="roundrobin")
     p.add_argument("--instance", default=None)
     p.add_argument("--session-ms", type=int, default=6000)
+    p.add_argument("--protocol", default="classic", choices=["classic", "consumer"])
     a = p.parse_args()
     signal.signal(signal.SIGTERM, _on_term)
     {"kafka-python": run_kafka_python, "aiokafka": run_aiokafka, "confluent": run_confluent}[a.client](a)

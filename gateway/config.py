@@ -53,7 +53,7 @@ class GatewayConfig:
     # Consumer groups (Kafka's names); None: GroupConfig's default.
     offsets_topic_partitions: int | None = None  # offsets.topic.num.partitions (Quire: 16)
     # GroupConfig field -> value of the group.* settings (quire/settings.py); missing: the default.
-    group: dict[str, int] = field(default_factory=dict)
+    group: dict[str, int | str] = field(default_factory=dict)
     transaction_partition_verification: bool = True  # transaction.partition.verification.enable
     cache_mb: int | None = None  # quire.cache.mb: entry cache bound; None: EntryCache's default
     # Offload tier (quire.offload.*); None or driver "none": no tier (remote.storage.enable inert).

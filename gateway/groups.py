@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.metrics_core import Metric
 
-from coordinator.group.assignors import TopicMeta
+from coordinator.group.assignors import ASSIGNORS, TopicMeta
 from coordinator.group.config import OFFSETS_TOPIC, GroupConfig
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.cursors import GROUP_OFFSETS, CursorMover, OffsetPublisher
@@ -49,7 +49,10 @@ def group_config(services: GatewayServices) -> GroupConfig:
         out.offsets_topic_partitions = int(services.config.offsets_topic_partitions)
     for name, value in services.config.group.items():
         if value is not None:
-            setattr(out, name, int(value))
+            setattr(out, name, value if isinstance(getattr(out, name), str) else int(value))
+    unknown = set(out.consumer_assignors.split(",")) - set(ASSIGNORS)
+    if unknown:
+        raise ValueError(f"group.consumer.assignors: unknown assignor(s) {sorted(unknown)} (known: {list(ASSIGNORS)})")
     return out
 
 

@@ -143,8 +143,13 @@ def _group_settings() -> list[Setting]:
         ("group.consumer.max.heartbeat.interval.ms", "consumer_max_heartbeat_interval_ms",
          "upper limit of group.consumer.heartbeat.interval.ms"),
         ("group.consumer.max.size", "consumer_max_size", "most members of one consumer-protocol group"),
+        ("group.consumer.assignment.interval.ms", "consumer_assignment_interval_ms",
+         "least time between two target assignments of a consumer-protocol group"),
+        ("group.consumer.assignors", "consumer_assignors",
+         "server-side assignors consumer-protocol members may name (uniform, range); the first is the default"),
     )
-    return [Setting(key, int, getattr(_GROUP, name), doc, G, group_field=name) for key, name, doc in table]
+    return [Setting(key, type(getattr(_GROUP, name)), getattr(_GROUP, name), doc, G, group_field=name)
+            for key, name, doc in table]
 
 
 SETTINGS: tuple[Setting, ...] = (

@@ -42,6 +42,8 @@ SINGLE_NODE_PROPS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "300",  # as the Quire targets' (FAST_GROUP_ENV)
     "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.consumer.assignment.interval.ms": "0",
+    "group.consumer.assignor.offload.enable": "false",
     "num.partitions": "1",
     "auto.create.topics.enable": "true",
 }

@@ -98,4 +98,3 @@ def range_(
 
 
 ASSIGNORS = {"uniform": uniform, "range": range_}
-DEFAULT_ASSIGNOR = "uniform"

@@ -26,4 +26,6 @@ class GroupConfig:
     consumer_min_heartbeat_interval_ms: int = 5000  # group.consumer.min.heartbeat.interval.ms
     consumer_max_heartbeat_interval_ms: int = 15000  # group.consumer.max.heartbeat.interval.ms
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
+    consumer_assignment_interval_ms: int = 1000  # group.consumer.assignment.interval.ms (Kafka 4.3+)
+    consumer_assignors: str = "uniform,range"  # group.consumer.assignors (the first is the default)
     load_wait_s: float = 10.0  # how long a request waits for a shard to load before LOAD_IN_PROGRESS

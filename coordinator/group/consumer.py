@@ -16,7 +16,7 @@ from typing import Any
 
 import re2
 
-from coordinator.group.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorMember, TopicMeta
+from coordinator.group.assignors import ASSIGNORS, AssignorMember, TopicMeta
 from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -160,9 +160,9 @@ class ConsumerGroupOps(ShardState):
             lock = self._group_locks[group_id] = asyncio.Lock()
         return lock
 
-    @staticmethod
-    def _validate(hb: ConsumerHeartbeat) -> None:
+    def _validate(self, hb: ConsumerHeartbeat) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+        assignors = self.config.consumer_assignors.split(",")
 
         def bad(msg: str) -> Refusal:
             return Refusal(ErrorCode.INVALID_REQUEST, msg)
@@ -188,9 +188,9 @@ class ConsumerGroupOps(ShardState):
                 raise bad("InstanceId can't be null.")
         elif hb.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise bad("MemberEpoch is invalid.")
-        if hb.server_assignor is not None and hb.server_assignor not in ASSIGNORS:
+        if hb.server_assignor is not None and hb.server_assignor not in assignors:
             raise Refusal(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {hb.server_assignor} is not supported. "
-                          f"Supported assignors: {', '.join(ASSIGNORS)}.")
+                          f"Supported assignors: {', '.join(assignors)}.")
 
     def consumer_group(self, group_id: str) -> ConsumerGroup:
         """Kafka's consumerGroup(groupId): GROUP_ID_NOT_FOUND unless it is a consumer group."""
@@ -219,6 +219,8 @@ class ConsumerGroupOps(ShardState):
                 # Kafka's maybeDeleteEmptyClassicGroup: the empty classic group goes, its offsets stay.
                 pre.append((encode_group_key(GroupMetadataKey(group=gid)), None))
             cg = ConsumerGroup(gid)
+            # Kafka 4.3+'s ModernGroup starts at group and target epoch 1.
+            cg.group_epoch = cg.assignment_epoch = 1
         mid = hb.member_id or new_member_id()
         if len(cg.members) >= cfg.consumer_max_size and (not hb.member_id or hb.member_id not in cg.members):
             raise Refusal(ErrorCode.GROUP_MAX_SIZE_REACHED,
@@ -278,7 +280,7 @@ class ConsumerGroupOps(ShardState):
                         cg.current_record(member)]
             targets[mid] = targets.pop(replaced.member_id, {})
             del members[replaced.member_id]
-        bump = cg.group_epoch == 0
+        bump = False
         if (mid not in cg.members and replaced is None) or not updated.metadata_equal(member):
             records.append(cg.member_record(updated))
             if updated.subscribed_topic_names != member.subscribed_topic_names:
@@ -302,23 +304,16 @@ class ConsumerGroupOps(ShardState):
             epoch += 1
             records.append(cg.epoch_record(epoch, mhash))
 
+        target_epoch = cg.assignment_epoch
         if epoch > cg.assignment_epoch:
-            assignor = ASSIGNORS[preferred_assignor(members.values()) or DEFAULT_ASSIGNOR]
-            new = assignor(
-                [AssignorMember(m.member_id, m.instance_id, frozenset(effective[m.member_id]))
-                 for m in members.values()],
-                subscribed,
-                {k: {t: set(p) for t, p in v.items()} for k, v in targets.items()},
-            )
-            for tmid, a in new.items():
-                fa = frozen(a)
-                if fa != targets.get(tmid) or tmid not in cg.targets:
-                    records.append(cg.target_record(tmid, fa))
-                targets[tmid] = fa
-            records.append(cg.target_epoch_record(epoch, now_ms()))
-            target_epoch = epoch
-        else:
-            target_epoch = cg.assignment_epoch
+            wait = cg.assignment_timestamp + cfg.consumer_assignment_interval_ms - now_ms()
+            if wait <= 0:
+                records += self._assign(cg, members, effective, subscribed, targets, epoch)
+                target_epoch = epoch
+            else:
+                # Kafka 4.3+: one target assignment per group.consumer.assignment.interval.ms;
+                # the group is Assigning until then.
+                self._schedule(gid, "", "assign", wait, None)
         target = targets.get(mid, {})
 
         reconciled = updated
@@ -370,6 +365,40 @@ class ConsumerGroupOps(ShardState):
                 raise Refusal(ErrorCode.FENCED_MEMBER_EPOCH,
                               f"The consumer group member has a smaller member epoch ({got}) than the one known by "
                               f"the group coordinator ({have}). The member must abandon all its partitions and rejoin.")
+
+    def _assign(
+        self, cg: ConsumerGroup, members: Mapping[str, ConsumerMember], effective: Mapping[str, set[str]],
+        subscribed: Mapping[str, TopicMeta], targets: dict[str, Frozen], epoch: int,
+    ) -> list[CRecord]:
+        """Kafka's updateTargetAssignment: the preferred server assignor's new target for every
+        member (`targets` updated in place), records for the members whose target changed."""
+        assignor = ASSIGNORS[preferred_assignor(members.values()) or self.config.consumer_assignors.split(",")[0]]
+        new = assignor(
+            [AssignorMember(m.member_id, m.instance_id, frozenset(effective[m.member_id])) for m in members.values()],
+            subscribed,
+            {k: {t: set(p) for t, p in v.items()} for k, v in targets.items()},
+        )
+        records: list[CRecord] = []
+        for tmid, a in new.items():
+            fa = frozen(a)
+            if fa != targets.get(tmid) or tmid not in cg.targets:
+                records.append(cg.target_record(tmid, fa))
+            targets[tmid] = fa
+        records.append(cg.target_epoch_record(epoch, now_ms()))
+        return records
+
+    async def _assign_later(self, gid: str) -> None:
+        """The deferred target assignment of a group whose epoch moved within the interval."""
+        group = self.groups.get(gid)
+        cg = group.consumer if group is not None else None
+        if cg is None or cg.group_epoch <= cg.assignment_epoch:
+            return
+        image = self.topics_view()
+        effective = {m.member_id: cg.member_topics(m) & image.keys() for m in cg.members.values()}
+        subscribed = {n: image[n] for topics in effective.values() for n in topics}
+        records = self._assign(cg, cg.members, effective, subscribed, dict(cg.targets), cg.group_epoch)
+        if await self._write(gid, records):
+            self._schedule(gid, "", "assign", 1000, None)  # the write failed: try again
 
     def _resolve_regexes(
         self, cg: ConsumerGroup, members: Mapping[str, ConsumerMember], image: Mapping[str, TopicMeta]
@@ -451,7 +480,16 @@ class ConsumerGroupOps(ShardState):
         image = self.topics_view()
         subscribed = {n: image[n] for m in rest.values() for n in cg.member_topics(m)
                       if n in image}
-        records.append(cg.epoch_record(cg.group_epoch + 1, _metadata_hash(subscribed)))
+        epoch = cg.group_epoch + 1
+        records.append(cg.epoch_record(epoch, _metadata_hash(subscribed)))
+        wait = cg.assignment_timestamp + self.config.consumer_assignment_interval_ms - now_ms()
+        if wait <= 0:
+            # The remaining members' new target right away (Kafka computes it on the epoch bump).
+            effective = {m.member_id: cg.member_topics(m) & image.keys() for m in rest.values()}
+            targets = {k: v for k, v in cg.targets.items() if k != member.member_id}
+            records += self._assign(cg, rest, effective, subscribed, targets, epoch)
+        else:
+            self._schedule(cg.group_id, "", "assign", wait, None)
         err = await self._write(cg.group_id, records)
         if not err:
             self._cancel(cg.group_id, member.member_id, "session")
@@ -480,6 +518,10 @@ class ConsumerGroupOps(ShardState):
 
     async def _expire(self, gid: str, mid: str, kind: str, epoch: int | None) -> None:
         async with self._lock(gid):
+            if kind == "assign":
+                if self.active:
+                    await self._assign_later(gid)
+                return
             group = self.groups.get(gid)
             cg = group.consumer if group is not None else None
             member = cg.members.get(mid) if cg is not None else None
@@ -501,7 +543,6 @@ class ConsumerGroupOps(ShardState):
             raise Refusal(ErrorCode.NOT_COORDINATOR)
         return self.consumer_group(group_id)
 
-    @staticmethod
-    def assignor_name(cg: ConsumerGroup) -> str:
-        return preferred_assignor(cg.members.values()) or DEFAULT_ASSIGNOR
+    def assignor_name(self, cg: ConsumerGroup) -> str:
+        return preferred_assignor(cg.members.values()) or self.config.consumer_assignors.split(",")[0]
 

@@ -70,13 +70,29 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
     pending_revocation: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    # The member epoch at which each assigned partition was assigned (KIP-1251: commits from an
+    # older member epoch are accepted for partitions held since then).
+    assigned_at: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+
+    def holds(self) -> dict[uuid.UUID, frozenset[int]]:
+        out = dict(self.assigned)
+        for t, p in self.pending_revocation.items():
+            out[t] = out.get(t, frozenset()) | p
+        return out
+
+    def assignment_epoch_of(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The epoch the partition was assigned at, None if it is not assigned to the member."""
+        if partition not in self.assigned.get(topic_id, ()):
+            return None
+        return self.assigned_at.get((topic_id, partition), self.member_epoch)
 
     def metadata_equal(self, other: ConsumerMember) -> bool:
         return _metadata_value(self) == _metadata_value(other)
 
     def assignment_equal(self, other: ConsumerMember) -> bool:
-        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation) == (
-            other.member_epoch, other.previous_member_epoch, other.state, other.assigned, other.pending_revocation)
+        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation,
+                self.assigned_at) == (other.member_epoch, other.previous_member_epoch, other.state, other.assigned,
+                                      other.pending_revocation, other.assigned_at)
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch
@@ -103,6 +119,7 @@ class ConsumerGroup:
         self.group_epoch = 0
         self.metadata_hash = 0
         self.assignment_epoch = 0
+        self.assignment_timestamp = 0  # when the target assignment was computed (ms)
         self.members: dict[str, ConsumerMember] = {}
         self.targets: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
         self.regexes: dict[str, ResolvedRegex] = {}
@@ -205,6 +222,9 @@ class ConsumerGroup:
                     previous_member_epoch=value.previous_member_epoch,
                     state=state,
                     assigned={t.topic_id: frozenset(t.partitions) for t in value.assigned_partitions},
+                    assigned_at={(t.topic_id, p): e for t in value.assigned_partitions
+                                 if t.assignment_epochs is not None
+                                 for p, e in zip(t.partitions, t.assignment_epochs, strict=False)},
                     pending_revocation={t.topic_id: frozenset(t.partitions) for t in value.partitions_pending_revocation},
                 )
         elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
@@ -219,6 +239,7 @@ class ConsumerGroup:
             else:
                 assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
                 self.assignment_epoch = value.assignment_epoch
+                self.assignment_timestamp = value.assignment_timestamp
         elif isinstance(key, ConsumerGroupRegularExpressionKey):
             if value is None:
                 self.regexes.pop(key.regular_expression, None)
@@ -252,15 +273,18 @@ class ConsumerGroup:
             ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch, assignment_timestamp=now_ms))
 
     def current_record(self, m: ConsumerMember) -> CRecord:
-        def tps(a: dict[uuid.UUID, frozenset[int]]) -> list[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions]:
-            return [ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions(topic_id=t, partitions=sorted(p))
-                    for t, p in sorted(a.items())]
+        def tps(a: dict[uuid.UUID, frozenset[int]], epochs: bool = False
+                ) -> list[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions]:
+            return [ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions(
+                topic_id=t, partitions=sorted(p),
+                assignment_epochs=[m.assigned_at.get((t, x), m.member_epoch) for x in sorted(p)] if epochs else None)
+                for t, p in sorted(a.items())]
 
         return (
             ConsumerGroupCurrentMemberAssignmentKey(group_id=self.group_id, member_id=m.member_id),
             ConsumerGroupCurrentMemberAssignmentValue(
                 member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=int(m.state),
-                assigned_partitions=tps(m.assigned), partitions_pending_revocation=tps(m.pending_revocation)))
+                assigned_partitions=tps(m.assigned, True), partitions_pending_revocation=tps(m.pending_revocation)))
 
     def regex_record(self, regex: str, resolved: ResolvedRegex | None) -> CRecord:
         key = ConsumerGroupRegularExpressionKey(group_id=self.group_id, regular_expression=regex)
@@ -350,13 +374,15 @@ def reconcile(
                 todo -= held
             if todo:
                 pending_assign[tid] = todo
+        at = {(t, p): member.assigned_at.get((t, p), member.member_epoch) for t, ps in assigned.items() for p in ps}
         if revoking and owns_revoked(revoking):
             return member.with_epoch(epoch, state=MemberState.UNREVOKED_PARTITIONS, assigned=assigned,
-                                     pending_revocation=revoking)
+                                     pending_revocation=revoking, assigned_at=at)
         for tid, parts in pending_assign.items():
             assigned[tid] = assigned.get(tid, frozenset()) | parts
+            at.update({(tid, p): target_epoch for p in parts})
         state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-        return member.with_epoch(target_epoch, state=state, assigned=assigned, pending_revocation={})
+        return member.with_epoch(target_epoch, state=state, assigned=assigned, pending_revocation={}, assigned_at=at)
 
     st = member.state
     if st is MemberState.STABLE:

@@ -85,9 +85,12 @@ class OffsetOps(ShardState):
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
 
-    @staticmethod
-    def _validate_consumer_commit(group: Group, member_epoch: int, member_id: str, api_version: int) -> int:
-        """Kafka's ConsumerGroup.validateOffsetCommit (non-transactional)."""
+    def _validate_consumer_commit(
+        self, group: Group, member_epoch: int, member_id: str, api_version: int, tps: list[TopicPartition]
+    ) -> int | dict[TopicPartition, int]:
+        """Kafka's ConsumerGroup.validateOffsetCommit (non-transactional): one error for the
+        request, or one per partition when an older member epoch commits (KIP-1251: accepted
+        for the partitions the member has held since that epoch)."""
         cg = group.consumer
         assert cg is not None
         if member_epoch < 0 and not cg.members:
@@ -97,7 +100,17 @@ class OffsetOps(ShardState):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        return ErrorCode.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else ErrorCode.NONE
+        if member_epoch == member.member_epoch:
+            return ErrorCode.NONE
+        if member_epoch > member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        image = self.topics_view()
+        out: dict[TopicPartition, int] = {}
+        for tp in tps:
+            meta = image.get(tp[0])
+            at = member.assignment_epoch_of(meta.topic_id, tp[1]) if meta is not None else None
+            out[tp] = ErrorCode.NONE if at is not None and at <= member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+        return out
 
     async def commit_offsets(
         self,
@@ -121,8 +134,16 @@ class OffsetOps(ShardState):
                 # OffsetCommit v9+ (KIP-848) names the missing group.
                 return all_(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
             group = self.groups[group_id] = Group(group_id)
+        partition_errors: dict[TopicPartition, int] = {}
+        err: int
         if group.consumer is not None:
-            err = self._validate_consumer_commit(group, generation_id, member_id, api_version)
+            checked = self._validate_consumer_commit(group, generation_id, member_id, api_version, list(offsets))
+            if isinstance(checked, dict):
+                partition_errors = {tp: e for tp, e in checked.items() if e}
+                offsets = {tp: om for tp, om in offsets.items() if tp not in partition_errors}
+                err = ErrorCode.NONE
+            else:
+                err = checked
         else:
             err = self._validate_offset_commit(group, generation_id, member_id, instance_id)
         if err:
@@ -133,7 +154,7 @@ class OffsetOps(ShardState):
         member = group.members.get(member_id)
         if member is not None and not group.is_(GroupState.EMPTY):
             self._schedule_heartbeat(group, member)
-        out: dict[TopicPartition, int] = {}
+        out: dict[TopicPartition, int] = dict(partition_errors)
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
             if len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:

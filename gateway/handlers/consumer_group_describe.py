@@ -43,8 +43,9 @@ def _described(cg: ConsumerGroup, assignor: str, names: dict[uuid.UUID, str], op
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex,
-                assignment=_assignment(m.assigned, names),
+                subscribed_topic_regex=m.subscribed_topic_regex or "",  # Kafka's member default
+                # What the member holds: its assigned partitions and those it has still to revoke.
+                assignment=_assignment(m.holds(), names),
                 target_assignment=_assignment(cg.targets.get(m.member_id, {}), names),
                 member_type=CONSUMER_MEMBER,
             )

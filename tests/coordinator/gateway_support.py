@@ -21,6 +21,8 @@ FAST_GROUP_ENV = {
     # Consumer-protocol members learn of a rebalance from their next heartbeat: beat often.
     "QUIRE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "300",
     "QUIRE_GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS": "100",
+    # Targets computed on the heartbeat that needs one (Kafka before 4.3), for step-by-step tests.
+    "QUIRE_GROUP_CONSUMER_ASSIGNMENT_INTERVAL_MS": "0",
 }
 
 

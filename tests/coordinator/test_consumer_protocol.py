@@ -4,6 +4,7 @@ and the state rebuilt from the shard's log."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -21,7 +22,10 @@ T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 TOPICS = {"t1": TopicMeta(T1, 4), "t2": TopicMeta(T2, 2)}
 
 
-async def coordinator(log: MemoryShardLog, config: GroupConfig = FAST) -> GroupCoordinator:
+NOW = dataclasses.replace(FAST, consumer_assignment_interval_ms=0)  # targets computed at once
+
+
+async def coordinator(log: MemoryShardLog, config: GroupConfig = NOW) -> GroupCoordinator:
     c = GroupCoordinator(0, log, config, topics=lambda: TOPICS)
     await c.load()
     return c
@@ -46,22 +50,35 @@ def owned(a: HeartbeatAnswer) -> dict[uuid.UUID, set[int]]:
 async def test_first_member_gets_everything_then_revokes_before_the_second_is_given_any() -> None:
     c = await coordinator(MemoryShardLog())
     a = await join(c, "a")
-    assert (a.error, a.member_epoch) == (0, 1) and owned(a) == {T1: {0, 1, 2, 3}}
+    # A new group starts at epoch 1 (Kafka 4.3+); the first member's join moves it to 2.
+    assert (a.error, a.member_epoch) == (0, 2) and owned(a) == {T1: {0, 1, 2, 3}}
     b = await join(c, "b")
-    # The group moves to epoch 2; b may not take partitions a still owns.
-    assert (b.error, b.member_epoch) == (0, 2) and owned(b) == {}
+    # The group moves to epoch 3; b may not take partitions a still owns.
+    assert (b.error, b.member_epoch) == (0, 3) and owned(b) == {}
     cg = c.groups["g"].consumer
     assert cg is not None and cg.state.value == "Reconciling"
-    a2 = await beat(c, "a", 1, owned(a))
-    # a is asked to give up two partitions and stays at epoch 1 until it does.
-    assert a2.member_epoch == 1 and len(owned(a2)[T1]) == 2
-    b2 = await beat(c, "b", 2, {})
-    assert b2.assignment is None and b2.member_epoch == 2  # still held by a
-    a3 = await beat(c, "a", 1, owned(a2))
-    assert a3.member_epoch == 2
-    b3 = await beat(c, "b", 2, {})
+    a2 = await beat(c, "a", 2, owned(a))
+    # a is asked to give up two partitions and stays at epoch 2 until it does.
+    assert a2.member_epoch == 2 and len(owned(a2)[T1]) == 2
+    b2 = await beat(c, "b", 3, {})
+    assert b2.assignment is None and b2.member_epoch == 3  # still held by a
+    a3 = await beat(c, "a", 2, owned(a2))
+    assert a3.member_epoch == 3
+    b3 = await beat(c, "b", 3, {})
     assert owned(b3)[T1] == {0, 1, 2, 3} - owned(a2)[T1]
-    assert cg.state.value == "Stable" and cg.group_epoch == cg.assignment_epoch == 2
+    assert cg.state.value == "Stable" and cg.group_epoch == cg.assignment_epoch == 3
+
+
+async def test_targets_wait_for_the_assignment_interval() -> None:
+    c = await coordinator(MemoryShardLog(), dataclasses.replace(FAST, consumer_assignment_interval_ms=60000))
+    a = await join(c, "a")
+    assert a.member_epoch == 2 and owned(a) == {T1: {0, 1, 2, 3}}
+    b = await join(c, "b")
+    # Within the interval the group stays Assigning: b waits at the old target epoch.
+    assert (b.error, b.member_epoch, owned(b)) == (0, 2, {})
+    cg = c.groups["g"].consumer
+    assert cg is not None and (cg.group_epoch, cg.assignment_epoch, cg.state.value) == (3, 2, "Assigning")
+    c.unload()
 
 
 async def test_epoch_errors_leave_and_unknown_members() -> None:
@@ -69,7 +86,7 @@ async def test_epoch_errors_leave_and_unknown_members() -> None:
     a = await join(c, "a")
     assert (await beat(c, "a", 5, None)).error == ErrorCode.FENCED_MEMBER_EPOCH
     assert (await beat(c, "zz", 1, None)).error == ErrorCode.UNKNOWN_MEMBER_ID
-    assert (await beat(c, "a", 1, owned(a))).error == 0
+    assert (await beat(c, "a", a.member_epoch, owned(a))).error == 0
     bad = await c.consumer_heartbeat(ConsumerHeartbeat("g", "", 0, rebalance_timeout_ms=1, owned={},
                                                        subscribed_topic_names=["t1"]))
     assert (bad.error, bad.message) == (ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
@@ -78,7 +95,7 @@ async def test_epoch_errors_leave_and_unknown_members() -> None:
     left = await beat(c, "a", -1, None)
     assert (left.error, left.member_id, left.member_epoch) == (0, "a", -1)
     cg = c.groups["g"].consumer
-    assert cg is not None and cg.state.value == "Empty" and cg.group_epoch == 2
+    assert cg is not None and cg.state.value == "Empty" and cg.group_epoch == 3
     missing = await c.consumer_heartbeat(ConsumerHeartbeat("nope", "m", 3, owned=None))
     assert (missing.error, missing.message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Consumer group nope not found.")
 

@@ -65,8 +65,9 @@ def test_members_join_and_leave_without_duplicates(gw: StandaloneGateway) -> Non
             produce(gw.bootstrap, topic, 60, 120 + 60 * n)
         d = describe(gw.bootstrap, group)
         assert d.error_code == 0 and d.group_state == "Stable" and len(d.members) == 3
-        assert d.assignor_name == "uniform" and d.group_epoch == d.assignment_epoch == 3
-        assert all(m.member_epoch == 3 and m.member_type == 1 for m in d.members)
+        # A new group starts at epoch 1; each join moves it on.
+        assert d.assignor_name == "uniform" and d.group_epoch == d.assignment_epoch == 4
+        assert all(m.member_epoch == 4 and m.member_type == 1 for m in d.members)
         assert sorted(len(m.assignment.topic_partitions[0].partitions) for m in d.members) == [4, 4, 4]
         members[0].terminate()  # a clean leave: ConsumerGroupHeartbeat with epoch -1
         rest = members[1:]
@@ -77,7 +78,7 @@ def test_members_join_and_leave_without_duplicates(gw: StandaloneGateway) -> Non
         wait_for(lambda: all_consumed(members, ends), 60, "every message consumed")
         assert consumed_twice(members) == []
         d = describe(gw.bootstrap, group)
-        assert len(d.members) == 2 and d.group_epoch == 4
+        assert len(d.members) == 2 and d.group_epoch == 5
     finally:
         for m in members:
             m.kill()

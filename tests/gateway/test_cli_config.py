@@ -73,3 +73,36 @@ def test_unknown_or_foreign_keys_are_named(tmp_path: Path) -> None:
 def test_readme_table_is_the_settings_table() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert table_markdown() in readme
+
+
+async def test_group_settings_from_the_config_file_are_honoured(tmp_path: Path) -> None:
+    """group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms (Kafka's defaults
+    otherwise) and the consumer protocol's group.consumer.* settings reach the coordinator."""
+    import types
+
+    from coordinator.group.config import GroupConfig
+    from coordinator.group.coordinator import GroupCoordinator
+    from gateway.groups import group_config
+    from kafka_wire.errors import ErrorCode
+    from quire.gateway import build_config
+    from tests.coordinator.helpers import req
+    from tests.coordinator.shard_logs import MemoryShardLog
+
+    defaults = build_config(resolve(GATEWAY, None, env={}), GATEWAY)
+    kafka = GroupConfig()
+    assert (kafka.min_session_timeout_ms, kafka.max_session_timeout_ms, kafka.initial_rebalance_delay_ms) == (
+        6000, 1800000, 3000)
+    assert group_config(types.SimpleNamespace(config=defaults)) == kafka  # type: ignore[arg-type]
+    cfg = tmp_path / "server.properties"
+    cfg.write_text("quire.meta=zk://127.0.0.1:1/q\ngroup.min.session.timeout.ms=2000\n"
+                   "group.max.session.timeout.ms=9000\ngroup.initial.rebalance.delay.ms=50\n"
+                   "group.consumer.session.timeout.ms=30000\ngroup.consumer.assignors=range,uniform\n")
+    gc = group_config(types.SimpleNamespace(config=build_config(resolve(GATEWAY, None, env={}, file=cfg), GATEWAY)))  # type: ignore[arg-type]
+    assert (gc.min_session_timeout_ms, gc.max_session_timeout_ms, gc.initial_rebalance_delay_ms) == (2000, 9000, 50)
+    assert (gc.consumer_session_timeout_ms, gc.consumer_assignors) == (30000, "range,uniform")
+    c = GroupCoordinator(0, MemoryShardLog(), gc)
+    await c.load()
+    assert (await c.join(req(session_ms=1999))).error == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert (await c.join(req(session_ms=9001))).error == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert (await c.join(req(session_ms=2000, require_known=True))).error == ErrorCode.MEMBER_ID_REQUIRED
+    c.unload()

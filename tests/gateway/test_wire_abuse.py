@@ -25,8 +25,8 @@ SERVED = {
     1: (4, 18),  # Fetch
     2: (1, 11),  # ListOffsets
     3: (0, 13),  # Metadata
-    8: (2, 9),  # OffsetCommit
-    9: (1, 9),  # OffsetFetch
+    8: (2, 10),  # OffsetCommit
+    9: (1, 10),  # OffsetFetch
     10: (0, 6),  # FindCoordinator
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
@@ -57,6 +57,8 @@ SERVED = {
     60: (0, 2),  # DescribeCluster
     61: (0, 0),  # DescribeProducers
     75: (0, 0),  # DescribeTopicPartitions
+    68: (0, 1),  # ConsumerGroupHeartbeat
+    69: (0, 1),  # ConsumerGroupDescribe
 }
 
 

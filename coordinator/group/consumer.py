@@ -31,7 +31,7 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.group import Group, GroupState
 from coordinator.group.records import GroupMetadataKey, Record, encode_consumer_record, encode_group_key
-from coordinator.group.shard import ShardState, now_ms
+from coordinator.group.shard import ShardState
 from kafka_wire.errors import ErrorCode
 from store.clock import TimerHandle
 
@@ -153,6 +153,9 @@ class ConsumerGroupOps(ShardState):
                 return await self._heartbeat(hb)
         except Refusal as r:
             return HeartbeatAnswer(r.code, r.message)
+
+    def _now_ms(self) -> int:
+        return int(self._clock.time() * 1000)  # the shard's clock: timers and intervals agree
 
     def _lock(self, group_id: str) -> asyncio.Lock:
         lock = self._group_locks.get(group_id)
@@ -306,7 +309,7 @@ class ConsumerGroupOps(ShardState):
 
         target_epoch = cg.assignment_epoch
         if epoch > cg.assignment_epoch:
-            wait = cg.assignment_timestamp + cfg.consumer_assignment_interval_ms - now_ms()
+            wait = cg.assignment_timestamp + cfg.consumer_assignment_interval_ms - self._now_ms()
             if wait <= 0:
                 records += self._assign(cg, members, effective, subscribed, targets, epoch)
                 target_epoch = epoch
@@ -384,7 +387,7 @@ class ConsumerGroupOps(ShardState):
             if fa != targets.get(tmid) or tmid not in cg.targets:
                 records.append(cg.target_record(tmid, fa))
             targets[tmid] = fa
-        records.append(cg.target_epoch_record(epoch, now_ms()))
+        records.append(cg.target_epoch_record(epoch, self._now_ms()))
         return records
 
     async def _assign_later(self, gid: str) -> None:
@@ -416,7 +419,7 @@ class ConsumerGroupOps(ShardState):
                 out[regex] = old
                 continue
             self._regex_version += 1
-            out[regex] = ResolvedRegex(topics, self._regex_version, now_ms())
+            out[regex] = ResolvedRegex(topics, self._regex_version, self._now_ms())
             records.append(cg.regex_record(regex, out[regex]))
         for regex in cg.regexes:
             if regex not in wanted:
@@ -482,7 +485,7 @@ class ConsumerGroupOps(ShardState):
                       if n in image}
         epoch = cg.group_epoch + 1
         records.append(cg.epoch_record(epoch, _metadata_hash(subscribed)))
-        wait = cg.assignment_timestamp + self.config.consumer_assignment_interval_ms - now_ms()
+        wait = cg.assignment_timestamp + self.config.consumer_assignment_interval_ms - self._now_ms()
         if wait <= 0:
             # The remaining members' new target right away (Kafka computes it on the epoch bump).
             effective = {m.member_id: cg.member_topics(m) & image.keys() for m in rest.values()}

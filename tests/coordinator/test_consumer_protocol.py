@@ -17,6 +17,7 @@ from coordinator.group.group import OffsetAndMetadata
 from kafka_wire.errors import ErrorCode
 from tests.coordinator.helpers import FAST, make, req, stable_group
 from tests.coordinator.shard_logs import MemoryShardLog
+from tests.support.clock import FakeClock
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 TOPICS = {"t1": TopicMeta(T1, 4), "t2": TopicMeta(T2, 2)}
@@ -32,7 +33,8 @@ async def coordinator(log: MemoryShardLog, config: GroupConfig = NOW) -> GroupCo
 
 
 async def join(c: GroupCoordinator, mid: str, topics: list[str] | None = ("t1",), **kw: object) -> HeartbeatAnswer:  # type: ignore[assignment]
-    hb = ConsumerHeartbeat("g", mid, 0, rebalance_timeout_ms=30000, owned={},
+    kw.setdefault("rebalance_timeout_ms", 30000)
+    hb = ConsumerHeartbeat("g", mid, 0, owned={},
                            subscribed_topic_names=None if topics is None else list(topics), **kw)  # type: ignore[arg-type]
     return await c.consumer_heartbeat(hb)
 
@@ -178,3 +180,42 @@ def test_assignors_cover_every_partition_once_and_balance(assignor: object) -> N
     if assignor is uniform:
         counts = [sum(len(p) for p in a.values()) for a in out.values()]
         assert max(counts) - min(counts) <= 1
+
+
+async def test_session_expiry_and_rebalance_timeout_fence_members() -> None:
+    clock = FakeClock()
+    cfg = dataclasses.replace(NOW, consumer_session_timeout_ms=1000)
+    c = GroupCoordinator(0, MemoryShardLog(), cfg, clock=clock, topics=lambda: TOPICS)
+    await c.load()
+    a = await join(c, "a")
+    b = await join(c, "b")
+    cg = c.groups["g"].consumer
+    assert cg is not None
+    # a is told to revoke but never reports it: fenced after its rebalance timeout (500 ms).
+    a2 = await beat(c, "a", a.member_epoch, owned(a), rebalance_timeout_ms=500)
+    assert len(owned(a2)[T1]) == 2
+    await clock.advance(0.4)
+    assert (await beat(c, "b", b.member_epoch, {})).error == 0
+    assert "a" in cg.members
+    await clock.advance(0.2)
+    assert set(cg.members) == {"b"}
+    b2 = await beat(c, "b", b.member_epoch, {})
+    assert owned(b2) == {T1: {0, 1, 2, 3}}
+    # b stops heartbeating: its session ends and the group is empty.
+    await clock.advance(1.1)
+    assert cg.members == {} and cg.state.value == "Empty"
+    c.unload()
+
+
+async def test_deferred_target_is_computed_when_the_interval_ends() -> None:
+    clock = FakeClock()
+    c = GroupCoordinator(0, MemoryShardLog(), dataclasses.replace(FAST, consumer_assignment_interval_ms=1000),
+                         clock=clock, topics=lambda: TOPICS)
+    await c.load()
+    await join(c, "a")
+    b = await join(c, "b")
+    cg = c.groups["g"].consumer
+    assert cg is not None and cg.state.value == "Assigning" and b.assignment == {}
+    await clock.advance(1.0)
+    assert cg.assignment_epoch == cg.group_epoch == 3 and len(cg.targets["b"][T1]) == 2
+    c.unload()

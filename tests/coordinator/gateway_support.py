@@ -23,6 +23,9 @@ FAST_GROUP_ENV = {
     "QUIRE_GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS": "100",
     # Targets computed on the heartbeat that needs one (Kafka before 4.3), for step-by-step tests.
     "QUIRE_GROUP_CONSUMER_ASSIGNMENT_INTERVAL_MS": "0",
+    # A crashed consumer-protocol member is fenced after 6 s, not Kafka's 45 s.
+    "QUIRE_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "6000",
+    "QUIRE_GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS": "1000",
 }
 
 

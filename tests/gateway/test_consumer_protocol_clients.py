@@ -111,3 +111,38 @@ def test_gateway_restart_rebuilds_the_group_from_its_log(gw: StandaloneGateway) 
     finally:
         for m in members:
             m.kill()
+
+
+def assigned_topics(d: ConsumerGroupDescribeResponse.DescribedGroup) -> dict[str, int]:
+    return {t.topic_name: len(t.partitions) for m in d.members for t in m.assignment.topic_partitions}
+
+
+def test_regex_subscription_follows_new_topics_and_a_crash_is_fenced(gw: StandaloneGateway) -> None:
+    group = "kip848-rx"
+    for name, n in (("rx-a", 2), ("rx-b", 3), ("other", 2)):
+        create_topic(gw.bootstrap, name, partitions=n)
+    # librdkafka sends a "^" subscription as the SubscribedTopicRegex, matched by the gateway.
+    a = Member("confluent", gw.bootstrap, "^rx-.*", group, *ARGS)
+    b: Member | None = None
+    try:
+        wait_for(lambda: assigned_topics(describe(gw.bootstrap, group)) == {"rx-a": 2, "rx-b": 3}, 60,
+                 "the regex's topics assigned")
+        d = describe(gw.bootstrap, group)
+        assert [m.subscribed_topic_regex for m in d.members] == ["(^rx-.*)"]  # librdkafka's joined form
+        create_topic(gw.bootstrap, "rx-c", partitions=1)
+        wait_for(lambda: assigned_topics(describe(gw.bootstrap, group)).get("rx-c") == 1, 60,
+                 "a new matching topic assigned")
+        b = Member("confluent", gw.bootstrap, "^rx-.*", group, *ARGS)
+        wait_for(lambda: len(describe(gw.bootstrap, group).members) == 2
+                 and describe(gw.bootstrap, group).group_state == "Stable", 60, "two stable members")
+        a.kill()  # a crash: no leave; the session timeout (6 s here) fences it
+        survivor = b
+        wait_for(lambda: [m.member_id for m in describe(gw.bootstrap, group).members] != []
+                 and len(describe(gw.bootstrap, group).members) == 1
+                 and assigned_topics(describe(gw.bootstrap, group)) == {"rx-a": 2, "rx-b": 3, "rx-c": 1},
+                 60, "the crashed member fenced and its partitions moved")
+        assert survivor.alive
+    finally:
+        a.kill()
+        if b is not None:
+            b.kill()

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from coordinator.group.config import OFFSETS_TOPIC
+from coordinator.group.consumer_group import preferred_assignor
 from coordinator.group.cursors import CURSOR_PREFIX, GROUP_OFFSETS, read_group_offsets
 from coordinator.group.hashing import shard_for
 from coordinator.group.stored import GroupLogReplay, StoredGroup, TopicPartition
@@ -405,6 +406,20 @@ def _group_head(
     shard = shard_for(group, topic.partitions) if topic is not None else None
     node = held.get(shard) if shard is not None else None
     gv = stored.metadata if stored is not None else None
+    cg = stored.consumer if stored is not None else None
+    if cg is not None:  # the consumer protocol (KIP-848): epochs stand for the generation
+        return {
+            "group": group,
+            "state": cg.state.value,
+            "protocol_type": "consumer",
+            "protocol": preferred_assignor(cg.members.values()) or "uniform",
+            "generation": cg.group_epoch,
+            "leader": None,
+            "member_count": len(cg.members),
+            "shard": shard,
+            "coordinator": node,
+            "coordinator_address": nodes.get(node) if node is not None else None,
+        }
     return {
         "group": group,
         "state": stored.state if stored is not None else None,
@@ -459,6 +474,21 @@ async def describe_group(meta: MetaStore, peek: LogPeek, group: str) -> Doc | No
         }
         members.append(md)
         for a in assignment or []:
+            for p in a["partitions"]:
+                owner_of[(a["topic"], p)] = md
+    for cm in stored.consumer.members.values() if stored is not None and stored.consumer is not None else []:
+        md = {
+            "member_id": cm.member_id,
+            "group_instance_id": cm.instance_id,
+            "client_id": cm.client_id,
+            "client_host": cm.client_host,
+            "session_timeout_ms": None,
+            "member_epoch": cm.member_epoch,
+            "assignment": [{"topic": by_id[t].name, "partitions": sorted(ps)}
+                           for t, ps in sorted(cm.assigned.items()) if t in by_id],
+        }
+        members.append(md)
+        for a in md["assignment"]:
             for p in a["partitions"]:
                 owner_of[(a["topic"], p)] = md
     committed = {tp: v.offset for tp, v in stored.offsets.items()} if stored is not None else {}

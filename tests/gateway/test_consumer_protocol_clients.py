@@ -5,8 +5,10 @@ restart rebuilds the group from `__consumer_offsets` (same epochs and members, n
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,7 @@ from kafka_wire.messages.consumer_group_describe import (
     ConsumerGroupDescribeResponse,
 )
 from kafka_wire.messages.find_coordinator import FindCoordinatorRequest
+from quire.admin import main as admin_main
 from tests.coordinator.gateway_support import Member, exact_cover, start_gateway, wait_for
 from tests.gateway.test_groups_clients import PARTITIONS, all_consumed, create_topic, end_offsets, produce
 from tests.support.gateway import RawKafka, StandaloneGateway
@@ -39,6 +42,12 @@ def describe(bootstrap: str, group: str) -> ConsumerGroupDescribeResponse.Descri
         resp = k.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group]))
     assert isinstance(resp, ConsumerGroupDescribeResponse)
     return resp.groups[0]
+
+
+def _admin_describe(gw: StandaloneGateway, capsys: pytest.CaptureFixture[str], group: str) -> Any:
+    capsys.readouterr()
+    assert admin_main(["--data-dir", str(gw.data_dir), "--json", "groups", "describe", group]) == 0
+    return json.loads(capsys.readouterr().out)
 
 
 def consumed_twice(members: list[Member]) -> list[tuple[int, int]]:
@@ -84,7 +93,9 @@ def test_members_join_and_leave_without_duplicates(gw: StandaloneGateway) -> Non
             m.kill()
 
 
-def test_gateway_restart_rebuilds_the_group_from_its_log(gw: StandaloneGateway) -> None:
+def test_gateway_restart_rebuilds_the_group_from_its_log(
+    gw: StandaloneGateway, capsys: pytest.CaptureFixture[str]
+) -> None:
     topic, group = "kip848-r", "kip848-rg"
     create_topic(gw.bootstrap, topic)
     members = [Member("confluent", gw.bootstrap, topic, group, *ARGS) for _ in range(2)]
@@ -108,6 +119,13 @@ def test_gateway_restart_rebuilds_the_group_from_its_log(gw: StandaloneGateway) 
         assert consumed_twice(members) == []
         final = describe(gw.bootstrap, group)
         assert sorted(m.member_id for m in final.members) == sorted(m.member_id for m in before.members)
+        # `quire admin` reads the same records from the group's log without owning it.
+        wait_for(lambda: _admin_describe(gw, capsys, group)["generation"] == final.group_epoch, 30,
+                 "the admin view of the stored group")
+        doc = _admin_describe(gw, capsys, group)
+        assert (doc["protocol_type"], doc["state"], doc["member_count"]) == ("consumer", "Stable", 2)
+        held = sorted(p for m in doc["members"] for a in m["assignment"] for p in a["partitions"])
+        assert held == list(range(PARTITIONS))
     finally:
         for m in members:
             m.kill()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from coordinator.group.config import GroupConfig
 from gateway.config import GatewayConfig
 from quire import settings as st
 from store.metrics import start_metrics
@@ -44,6 +45,7 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
     shown = {k: v for k, v in (("node.id", kwargs["node_id"]), ("quire.meta", kwargs["meta_url"]),
                                ("quire.replication", f"{e}/{wq}/{aq}"))}
     try:
+        GroupConfig(**kwargs["group"]).check()
         return GatewayConfig(**kwargs, broker_settings=st.described(r, role, shown))
     except ValueError as err:
         raise st.SettingsError(str(err)) from None

@@ -29,3 +29,21 @@ class GroupConfig:
     consumer_assignment_interval_ms: int = 1000  # group.consumer.assignment.interval.ms (Kafka 4.3+)
     consumer_assignors: str = "uniform,range"  # group.consumer.assignors (the first is the default)
     load_wait_s: float = 10.0  # how long a request waits for a shard to load before LOAD_IN_PROGRESS
+
+    def check(self) -> None:
+        """Kafka's start-up checks of the consumer group protocol's settings (ValueError)."""
+        pairs = (
+            ("group.consumer.session.timeout.ms", self.consumer_session_timeout_ms,
+             "group.consumer.min.session.timeout.ms", self.consumer_min_session_timeout_ms,
+             "group.consumer.max.session.timeout.ms", self.consumer_max_session_timeout_ms),
+            ("group.consumer.heartbeat.interval.ms", self.consumer_heartbeat_interval_ms,
+             "group.consumer.min.heartbeat.interval.ms", self.consumer_min_heartbeat_interval_ms,
+             "group.consumer.max.heartbeat.interval.ms", self.consumer_max_heartbeat_interval_ms),
+        )
+        for name, value, lo_name, lo, hi_name, hi in pairs:
+            if value < lo:
+                raise ValueError(f"{name} must be greater than or equal to {lo_name}")
+            if value > hi:
+                raise ValueError(f"{name} must be less than or equal to {hi_name}")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")

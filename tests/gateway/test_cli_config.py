@@ -96,7 +96,8 @@ async def test_group_settings_from_the_config_file_are_honoured(tmp_path: Path) 
     cfg = tmp_path / "server.properties"
     cfg.write_text("quire.meta=zk://127.0.0.1:1/q\ngroup.min.session.timeout.ms=2000\n"
                    "group.max.session.timeout.ms=9000\ngroup.initial.rebalance.delay.ms=50\n"
-                   "group.consumer.session.timeout.ms=30000\ngroup.consumer.assignors=range,uniform\n")
+                   "group.consumer.min.session.timeout.ms=10000\ngroup.consumer.session.timeout.ms=30000\n"
+                   "group.consumer.assignors=range,uniform\n")
     gc = group_config(types.SimpleNamespace(config=build_config(resolve(GATEWAY, None, env={}, file=cfg), GATEWAY)))  # type: ignore[arg-type]
     assert (gc.min_session_timeout_ms, gc.max_session_timeout_ms, gc.initial_rebalance_delay_ms) == (2000, 9000, 50)
     assert (gc.consumer_session_timeout_ms, gc.consumer_assignors) == (30000, "range,uniform")
@@ -106,3 +107,15 @@ async def test_group_settings_from_the_config_file_are_honoured(tmp_path: Path) 
     assert (await c.join(req(session_ms=9001))).error == ErrorCode.INVALID_SESSION_TIMEOUT
     assert (await c.join(req(session_ms=2000, require_known=True))).error == ErrorCode.MEMBER_ID_REQUIRED
     c.unload()
+
+
+def test_inconsistent_consumer_group_settings_stop_the_start(tmp_path: Path) -> None:
+    from quire.gateway import build_config
+
+    cfg = tmp_path / "server.properties"
+    cfg.write_text("group.consumer.session.timeout.ms=10000\n")  # below Kafka's min (45000)
+    with pytest.raises(SettingsError, match=r"group\.consumer\.session\.timeout\.ms must be greater than or equal"):
+        build_config(resolve(GATEWAY, None, env={}, file=cfg), GATEWAY)
+    cfg.write_text("group.consumer.min.session.timeout.ms=1000\ngroup.consumer.session.timeout.ms=4000\n")
+    with pytest.raises(SettingsError, match=r"heartbeat\.interval\.ms must be less than"):
+        build_config(resolve(GATEWAY, None, env={}, file=cfg), GATEWAY)

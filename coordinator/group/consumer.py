@@ -29,7 +29,7 @@ from coordinator.group.consumer_group import (
     preferred_assignor,
     reconcile,
 )
-from coordinator.group.group import Group, GroupState
+from coordinator.group.group import Group, GroupState, JoinResult, SyncResult
 from coordinator.group.records import GroupMetadataKey, Record, encode_consumer_record, encode_group_key
 from coordinator.group.shard import ShardState
 from kafka_wire.errors import ErrorCode
@@ -130,7 +130,7 @@ class ConsumerGroupOps(ShardState):
         for group in self.groups.values():
             if group.consumer is not None:
                 for m in group.consumer.members.values():
-                    self._schedule_session(group.group_id, m.member_id)
+                    self._schedule_session(group.group_id, m.member_id, m)
 
     def unload(self) -> None:
         for h in getattr(self, "_consumer_timers", {}).values():
@@ -209,21 +209,24 @@ class ConsumerGroupOps(ShardState):
         group = self.groups.get(gid)
         pre: list[Record] = []  # classic records replaced by the new consumer group
         cg = group.consumer if group is not None else None
+        conversion: list[CRecord] = []
         if cg is None:
             if hb.member_epoch != 0:
                 if group is None:
                     raise Refusal(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
                 raise Refusal(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
             if group is not None and (group.members or group.pending_members or not group.is_(GroupState.EMPTY)):
-                # Online upgrade of a live classic group is not built: Kafka's answer when the
-                # upgrade is not allowed.
-                raise Refusal(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+                # Kafka's online upgrade: the classic group and its members become a consumer group.
+                conversion = self._upgrade_records(group)
             if group is not None and group.generation_id > 0:
-                # Kafka's maybeDeleteEmptyClassicGroup: the empty classic group goes, its offsets stay.
+                # The classic group's metadata goes (maybeDeleteEmptyClassicGroup when it is
+                # empty); its offsets stay.
                 pre.append((encode_group_key(GroupMetadataKey(group=gid)), None))
             cg = ConsumerGroup(gid)
             # Kafka 4.3+'s ModernGroup starts at group and target epoch 1.
             cg.group_epoch = cg.assignment_epoch = 1
+            for k, v in conversion:
+                cg.apply(k, v)
         mid = hb.member_id or new_member_id()
         if len(cg.members) >= cfg.consumer_max_size and (not hb.member_id or hb.member_id not in cg.members):
             raise Refusal(ErrorCode.GROUP_MAX_SIZE_REACHED,
@@ -273,6 +276,26 @@ class ConsumerGroupOps(ShardState):
             client_id=hb.client_id,
             client_host=hb.client_host,
         )
+        reconciled = await self._update_member(gid, cg, member, updated, replaced, hb.owned, pre, conversion)
+        full = joining or (hb.rebalance_timeout_ms != -1 and hb.subscribed_topic_names is not None
+                           and hb.owned is not None)
+        return HeartbeatAnswer(
+            member_id=mid,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms,
+            assignment=dict(reconciled.assigned) if full or reconciled.assigned != member.assigned else None,
+        )
+
+    async def _update_member(
+        self, gid: str, cg: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+        replaced: ConsumerMember | None, owned: dict[uuid.UUID, set[int]] | None, pre: list[Record],
+        conversion: list[CRecord] | None = None,
+    ) -> ConsumerMember:
+        """Steps 1-3 of Kafka's consumerGroupHeartbeat for a member, whichever protocol it speaks:
+        its new metadata (the group epoch moves when its subscription does), the target
+        assignment if the epoch moved, its reconciliation; written, then applied. Returns the
+        member as reconciled; Refusal if the write fails."""
+        cfg, mid = self.config, updated.member_id
         records: list[CRecord] = []
         targets: dict[str, Frozen] = dict(cg.targets)
         members = dict(cg.members)
@@ -327,14 +350,18 @@ class ConsumerGroupOps(ShardState):
                     for p in parts:
                         held.pop((t, p), None)
             reconciled = reconcile(updated, target_epoch, target, {image[n].topic_id for n in effective[mid]},
-                                   held, hb.owned)
+                                   held, owned)
             if not reconciled.assignment_equal(updated) or (mid not in cg.members and replaced is None):
                 records.append(cg.current_record(reconciled))
 
-        err = await self._write(gid, records, pre)
+        err = await self._write(gid, (conversion or []) + records, pre)
         if err:
             raise Refusal(err)
-        self._schedule_session(gid, mid)
+        if conversion:
+            for m in cg.members.values():  # the converted classic members' sessions
+                if m.member_id != mid:
+                    self._schedule_session(gid, m.member_id, m)
+        self._schedule_session(gid, mid, reconciled)
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             if reconciled.state is not member.state or reconciled.member_epoch != member.member_epoch:
                 self._schedule_rebalance(gid, mid, reconciled.member_epoch, reconciled.rebalance_timeout_ms)
@@ -343,14 +370,7 @@ class ConsumerGroupOps(ShardState):
         if replaced is not None:
             self._cancel(gid, replaced.member_id, "session")
             self._cancel(gid, replaced.member_id, "rebalance")
-        full = joining or (hb.rebalance_timeout_ms != -1 and hb.subscribed_topic_names is not None
-                           and hb.owned is not None)
-        return HeartbeatAnswer(
-            member_id=mid,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms,
-            assignment=dict(reconciled.assigned) if full or reconciled.assigned != member.assigned else None,
-        )
+        return reconciled
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, hb: ConsumerHeartbeat) -> None:
@@ -403,6 +423,26 @@ class ConsumerGroupOps(ShardState):
         if await self._write(gid, records):
             self._schedule(gid, "", "assign", 1000, None)  # the write failed: try again
 
+    def _drop_classic_state(self, group: Group) -> None:
+        """The group stops speaking the classic protocol: its classic members' waiting requests
+        are told to rejoin and its classic state is reset (offsets stay)."""
+        self._cancel_group_timers(group)
+        for m in group.members.values():
+            m.cancel_heartbeat()
+            m.complete_join(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=m.member_id))
+            m.complete_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        group.members.clear()
+        group.static_members.clear()
+        group.pending_members.clear()
+        group.pending_sync.clear()
+        group.state = group.previous_state = GroupState.EMPTY
+        group.generation_id, group.protocol_type, group.protocol_name, group.leader_id = 0, None, None, None
+
+    def _upgrade_records(self, group: Group) -> list[CRecord]:
+        """The online upgrade of a classic group (Kafka's convertToConsumerGroup); the classic
+        members half (consumer_classic.py) builds it. Refused here."""
+        raise Refusal(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group.group_id} is not a consumer group.")
+
     def _resolve_regexes(
         self, cg: ConsumerGroup, members: Mapping[str, ConsumerMember], image: Mapping[str, TopicMeta]
     ) -> tuple[dict[str, ResolvedRegex], list[CRecord]]:
@@ -436,8 +476,8 @@ class ConsumerGroupOps(ShardState):
         if group is None:
             group = self.groups[gid] = Group(gid)
         if group.consumer is None:
+            self._drop_classic_state(group)
             group.consumer = ConsumerGroup(gid)
-            group.generation_id, group.protocol_type, group.protocol_name, group.leader_id = 0, None, None, None
         for k, v in records:
             group.consumer.apply(k, v)
         return ErrorCode.NONE
@@ -499,8 +539,11 @@ class ConsumerGroupOps(ShardState):
             self._cancel(cg.group_id, member.member_id, "rebalance")
         return err
 
-    def _schedule_session(self, gid: str, mid: str) -> None:
-        self._schedule(gid, mid, "session", self.config.consumer_session_timeout_ms, None)
+    def _schedule_session(self, gid: str, mid: str, member: ConsumerMember | None = None) -> None:
+        ms = self.config.consumer_session_timeout_ms
+        if member is not None and member.classic is not None:
+            ms = member.classic.session_timeout_ms  # a classic member keeps its own session timeout
+        self._schedule(gid, mid, "session", ms, None)
 
     def _schedule_rebalance(self, gid: str, mid: str, epoch: int, timeout_ms: int) -> None:
         self._schedule(gid, mid, "rebalance", max(timeout_ms, 0), epoch)

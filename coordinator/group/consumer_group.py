@@ -54,6 +54,15 @@ class ConsumerGroupState(enum.Enum):
 
 
 @dataclass(frozen=True)
+class ClassicMeta:
+    """A member speaking the classic protocol inside a consumer group (Kafka's
+    ClassicMemberMetadata): its session timeout and JoinGroup protocols (name, metadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
 class ConsumerMember:
     member_id: str
     instance_id: str | None = None
@@ -73,6 +82,7 @@ class ConsumerMember:
     # The member epoch at which each assigned partition was assigned (KIP-1251: commits from an
     # older member epoch are accepted for partitions held since then).
     assigned_at: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    classic: ClassicMeta | None = None  # set for a classic-protocol member (mixed groups)
 
     def holds(self) -> dict[uuid.UUID, frozenset[int]]:
         out = dict(self.assigned)
@@ -201,6 +211,10 @@ class ConsumerGroup:
                     subscribed_topic_regex=value.subscribed_topic_regex,
                     rebalance_timeout_ms=value.rebalance_timeout_ms,
                     server_assignor=value.server_assignor,
+                    classic=None if value.classic_member_metadata is None else ClassicMeta(
+                        value.classic_member_metadata.session_timeout_ms,
+                        tuple((p.name, bytes(p.metadata))
+                              for p in value.classic_member_metadata.supported_protocols)),
                 )
         elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
             if value is None:
@@ -333,6 +347,10 @@ def _metadata_value(m: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
         subscribed_topic_regex=m.subscribed_topic_regex,
         rebalance_timeout_ms=m.rebalance_timeout_ms,
         server_assignor=m.server_assignor,
+        classic_member_metadata=None if m.classic is None else ConsumerGroupMemberMetadataValue.ClassicMemberMetadata(
+            session_timeout_ms=m.classic.session_timeout_ms,
+            supported_protocols=[ConsumerGroupMemberMetadataValue.ClassicProtocol(name=n, metadata=md)
+                                 for n, md in m.classic.protocols]),
     )
 
 

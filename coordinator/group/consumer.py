@@ -514,7 +514,11 @@ class ConsumerGroupOps(ShardState):
         return HeartbeatAnswer(member_id=mid, member_epoch=hb.member_epoch)
 
     async def _fence(self, cg: ConsumerGroup, member: ConsumerMember) -> int:
-        """Kafka's consumerGroupFenceMember: the member's records go and the group epoch moves."""
+        """Kafka's consumerGroupFenceMember: the member's records go and the group epoch moves
+        (or the group goes back to the classic protocol, see _maybe_downgrade)."""
+        down = await self._maybe_downgrade(cg, member)
+        if down is not None:
+            return down
         records = cg.member_tombstones(member.member_id)
         rest = {k: v for k, v in cg.members.items() if k != member.member_id}
         rx = member.subscribed_topic_regex
@@ -535,9 +539,13 @@ class ConsumerGroupOps(ShardState):
             self._schedule(cg.group_id, "", "assign", wait, None)
         err = await self._write(cg.group_id, records)
         if not err:
-            self._cancel(cg.group_id, member.member_id, "session")
-            self._cancel(cg.group_id, member.member_id, "rebalance")
+            for kind in ("session", "rebalance", "join", "sync"):
+                self._cancel(cg.group_id, member.member_id, kind)
         return err
+
+    async def _maybe_downgrade(self, cg: ConsumerGroup, leaving: ConsumerMember) -> int | None:
+        """The downgrade to a classic group (consumer_classic.py); None: none."""
+        return None
 
     def _schedule_session(self, gid: str, mid: str, member: ConsumerMember | None = None) -> None:
         ms = self.config.consumer_session_timeout_ms
@@ -576,7 +584,9 @@ class ConsumerGroupOps(ShardState):
             if kind == "rebalance" and (member.state is not MemberState.UNREVOKED_PARTITIONS
                                         or member.member_epoch != epoch):
                 return
-            reason = "the member session expired" if kind == "session" else "the member failed to revoke partitions"
+            reason = {"session": "the member session expired", "rebalance": "the member failed to revoke partitions",
+                      "join": "the classic member did not rejoin in time",
+                      "sync": "the classic member did not sync in time"}[kind]
             log.info("group %s: member %s fenced because %s", gid, mid, reason)
             if await self._fence(cg, member):
                 self._schedule(gid, mid, kind, 1000, epoch)  # the write failed: try again

@@ -10,7 +10,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from coordinator.group.consumer import ConsumerGroupOps
+from coordinator.group.consumer_classic import ClassicInConsumerOps
 from coordinator.group.group import Group, GroupState, JoinResult, Member, SyncResult
 from coordinator.group.rebalance import RebalanceOps
 from coordinator.group.records import encode_consumer_record
@@ -34,7 +34,7 @@ class JoinRequest:
     supports_skip_assignment: bool = True  # JoinGroup v9+ (KIP-814)
 
 
-class GroupCoordinator(RebalanceOps, ConsumerGroupOps):
+class GroupCoordinator(RebalanceOps, ClassicInConsumerOps):
     """One shard's coordinator. Build it, `await load()`, serve, `unload()` when ownership goes."""
 
     # Static members replaced while Stable whose JoinGroup version can skip the assignment.
@@ -59,6 +59,14 @@ class GroupCoordinator(RebalanceOps, ConsumerGroupOps):
         unknown = req.member_id == ""
         group = self.groups.get(req.group_id)
         if group is not None and group.consumer is not None:
+            if group.consumer.members:
+                # A classic member joins a consumer-protocol group (Kafka 4.4's mixed groups).
+                res = await self.classic_join_consumer(
+                    group, req.member_id, req.group_instance_id, req.client_id, req.client_host,
+                    req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type, list(req.protocols),
+                    req.require_known_member_id)
+                if res is not None:
+                    return res
             err = await self._leave_consumer_protocol(group)
             if err:
                 return JoinResult(err, member_id=req.member_id)
@@ -80,15 +88,14 @@ class GroupCoordinator(RebalanceOps, ConsumerGroupOps):
         return result
 
     async def _leave_consumer_protocol(self, group: Group) -> int:
-        """A classic JoinGroup to a consumer-protocol group: Kafka's maybeDeleteEmptyConsumerGroup
-        turns an empty one into a classic group (offsets kept). Classic members joining a
-        consumer group that has members (Kafka 4.4's mixed groups) are not built: refused."""
+        """A classic JoinGroup to an empty consumer-protocol group: Kafka's
+        maybeDeleteEmptyConsumerGroup turns it into a classic group (offsets kept)."""
         async with self._lock(group.group_id):
             cg = group.consumer
             if cg is None:
                 return ErrorCode.NONE
             if cg.members:
-                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+                return ErrorCode.REBALANCE_IN_PROGRESS  # members arrived meanwhile: join again
             err = await self._append([encode_consumer_record(k, v) for k, v in cg.group_tombstones()])
             if not err:
                 group.consumer = None
@@ -286,6 +293,9 @@ class GroupCoordinator(RebalanceOps, ConsumerGroupOps):
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.consumer is not None:
+            return self.classic_sync_consumer(group, generation_id, member_id, instance_id, protocol_type,
+                                              protocol_name)
         if group.is_(GroupState.DEAD):
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if group.is_static_member_fenced(instance_id, member_id):
@@ -335,6 +345,8 @@ class GroupCoordinator(RebalanceOps, ConsumerGroupOps):
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.consumer is not None:
+            return self.classic_heartbeat_consumer(group, generation_id, member_id, instance_id)
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group.is_static_member_fenced(instance_id, member_id):
@@ -350,6 +362,13 @@ class GroupCoordinator(RebalanceOps, ConsumerGroupOps):
         if group.is_(GroupState.PREPARING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
+
+    async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """LeaveGroup of classic members, whichever protocol their group speaks."""
+        group = self.groups.get(group_id) if self.active and group_id else None
+        if group is not None and group.consumer is not None:
+            return ErrorCode.NONE, await self.classic_leave_consumer(group, members)
+        return self.leave(group_id, members)
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """(top-level error, one error per (member id, instance id) leaving)."""

@@ -98,6 +98,8 @@ class OffsetOps(ShardState):
         member = cg.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # a classic member: its generation is its member epoch
+            return ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
         if api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch == member.member_epoch:

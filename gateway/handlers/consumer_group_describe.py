@@ -17,7 +17,7 @@ from kafka_wire.messages.consumer_group_describe import (
 )
 
 R = ConsumerGroupDescribeResponse
-CONSUMER_MEMBER = 1  # MemberType: +1 for a consumer-protocol member
+CONSUMER_MEMBER, CLASSIC_MEMBER = 1, 0  # MemberType: +1 consumer-protocol member, 0 classic member
 
 
 def _assignment(a: dict[uuid.UUID, frozenset[int]], names: dict[uuid.UUID, str]) -> R.Assignment:
@@ -47,7 +47,7 @@ def _described(cg: ConsumerGroup, assignor: str, names: dict[uuid.UUID, str], op
                 # What the member holds: its assigned partitions and those it has still to revoke.
                 assignment=_assignment(m.holds(), names),
                 target_assignment=_assignment(cg.targets.get(m.member_id, {}), names),
-                member_type=CONSUMER_MEMBER,
+                member_type=CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER,
             )
             for _, m in sorted(cg.members.items())
         ],

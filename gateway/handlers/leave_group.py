@@ -17,7 +17,7 @@ async def leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroup
     )
     try:
         coord = await group_coordinator(ctx, req.group_id)
-        top, errors = coord.leave(req.group_id, leaving)
+        top, errors = await coord.leave_group(req.group_id, leaving)
     except KafkaApiError as e:
         top, errors = e.error_code, []
     if v < 3:

@@ -14,6 +14,7 @@ from coordinator.group.config import GroupConfig
 from coordinator.group.consumer import ConsumerHeartbeat, HeartbeatAnswer
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.group import OffsetAndMetadata
+from kafka_wire.api import decode_versioned, encode_versioned
 from kafka_wire.errors import ErrorCode
 from tests.coordinator.helpers import FAST, make, req, stable_group
 from tests.coordinator.shard_logs import MemoryShardLog
@@ -159,16 +160,68 @@ async def test_offset_commit_and_fetch_check_member_epochs() -> None:
     assert (await c.delete_groups(["g"]))["g"] == 0 and "g" not in c.groups
 
 
-async def test_classic_and_consumer_groups_do_not_mix() -> None:
+def _assignment(partitions: list[int], topic: str = "t1") -> bytes:
+    from kafka_wire.messages.consumer_protocol_assignment import ConsumerProtocolAssignment as A
+
+    return encode_versioned(A(assigned_partitions=[A.TopicPartition(topic=topic, partitions=partitions)]), 0)
+
+
+def _sub(owned: list[int] | None = None) -> bytes:
+    from kafka_wire.messages.consumer_protocol_subscription import ConsumerProtocolSubscription as S
+
+    tps = [S.TopicPartition(topic="t1", partitions=owned)] if owned else []
+    return encode_versioned(S(topics=["t1"], owned_partitions=tps), 1)
+
+
+def _parts(blob: bytes) -> list[int]:
+    from kafka_wire.messages.consumer_protocol_assignment import ConsumerProtocolAssignment as A
+
+    _, a = decode_versioned(A, blob)
+    return sorted(p for tp in a.assigned_partitions for p in tp.partitions)  # type: ignore[attr-defined]
+
+
+async def test_online_upgrade_mixed_members_and_downgrade() -> None:
+    c = await coordinator(MemoryShardLog())
+    # A classic group of one member owning every partition.
+    j = await c.join(req(protocols=[("cooperative-sticky", _sub())], client="a"))
+    a = j.member_id
+    s = await c.sync("g", j.generation_id, a, None, None, None, {a: _assignment([0, 1, 2, 3])})
+    assert (s.error, j.generation_id) == (0, 1)
+    # A consumer-protocol member joins: the group is upgraded at generation 1, then moves to 2.
+    b = await join(c, "b")
+    assert (b.error, b.member_epoch, owned(b)) == (0, 2, {})
+    cg = c.groups["g"].consumer
+    assert cg is not None and cg.members[a].classic is not None and cg.members[a].assigned == {T1: frozenset(range(4))}
+    assert c.groups["g"].members == {}
+    # The classic member learns of the new epoch from its heartbeat and rejoins, still owning all.
+    assert c.heartbeat("g", 1, a, None) == ErrorCode.REBALANCE_IN_PROGRESS
+    r = await c.join(req(member_id=a, protocols=[("cooperative-sticky", _sub([0, 1, 2, 3]))]))
+    assert (r.error, r.generation_id, r.protocol_name, r.leader, r.members) == (0, 1, "cooperative-sticky", "", [])
+    s = await c.sync("g", 1, a, None, "consumer", "cooperative-sticky", {})
+    kept = _parts(s.assignment)
+    assert s.error == 0 and len(kept) == 2  # two partitions to revoke before b gets them
+    r = await c.join(req(member_id=a, protocols=[("cooperative-sticky", _sub(kept))]))
+    assert r.generation_id == 2
+    assert _parts((await c.sync("g", 2, a, None, None, None, {})).assignment) == kept
+    assert c.heartbeat("g", 2, a, None) == 0
+    assert owned(await beat(c, "b", 2, {}))[T1] == set(range(4)) - set(kept)
+    assert await c.commit_offsets("g", 1, a, None, {("t1", 0): OffsetAndMetadata(offset=1)}) == {
+        ("t1", 0): ErrorCode.ILLEGAL_GENERATION}
+    # The last consumer-protocol member leaves: back to a classic group, which rebalances.
+    assert (await beat(c, "b", -1, None)).error == 0
+    g = c.groups["g"]
+    assert g.consumer is None and list(g.members) == [a] and g.state.value == "PreparingRebalance"
+    r = await c.join(req(member_id=a, protocols=[("cooperative-sticky", _sub(kept))]))
+    assert r.error == 0 and r.generation_id == 3 and r.leader == a  # the group epoch (2), then a rebalance
+    c.unload()
+
+
+async def test_a_classic_group_of_another_protocol_is_not_upgraded() -> None:
     c = await make(MemoryShardLog())
-    await stable_group(c, 1)
+    await stable_group(c, 1, protocol_type="connect")
     hb = ConsumerHeartbeat("g", "m", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=["t"])
     a = await c.consumer_heartbeat(hb)
     assert (a.error, a.message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
-    c2 = await coordinator(MemoryShardLog())
-    await join(c2, "a")
-    r = await c2.join(req("g"))
-    assert r.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 @pytest.mark.parametrize("assignor", [uniform, range_])

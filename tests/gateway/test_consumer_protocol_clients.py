@@ -164,3 +164,35 @@ def test_regex_subscription_follows_new_topics_and_a_crash_is_fenced(gw: Standal
         a.kill()
         if b is not None:
             b.kill()
+
+
+def test_online_upgrade_and_downgrade_with_classic_members(gw: StandaloneGateway) -> None:
+    """A classic cooperative-sticky member's group is upgraded when a consumer-protocol member
+    joins, shares the partitions with it, and is downgraded when that member leaves; no record
+    is consumed twice and none is lost."""
+    topic, group = "kip848-mix", "kip848-mixg"
+    create_topic(gw.bootstrap, topic)
+    produce(gw.bootstrap, topic, 120)
+    classic = Member("confluent", gw.bootstrap, topic, group, "--strategy", "cooperative-sticky")
+    members = [classic]
+    try:
+        wait_for(lambda: classic.assignment == set(range(PARTITIONS)), 60, "the classic member owns everything")
+        d = describe(gw.bootstrap, group)
+        assert d.error_code == 69  # GROUP_ID_NOT_FOUND: a classic group
+        modern = Member("confluent", gw.bootstrap, topic, group, *ARGS)
+        members.append(modern)
+        wait_for(lambda: exact_cover(members, PARTITIONS) and all(m.assignment for m in members), 60,
+                 "classic and consumer-protocol members share the topic")
+        d = describe(gw.bootstrap, group)
+        assert d.error_code == 0 and sorted(m.member_type for m in d.members) == [0, 1]
+        produce(gw.bootstrap, topic, 120, 120)
+        modern.terminate()  # the last consumer-protocol member leaves: back to a classic group
+        wait_for(lambda: classic.assignment == set(range(PARTITIONS)) and describe(gw.bootstrap, group).error_code == 69,
+                 60, "the classic member owns everything again in a classic group")
+        produce(gw.bootstrap, topic, 60, 240)
+        ends = end_offsets(gw.bootstrap, topic)
+        wait_for(lambda: all_consumed(members, ends), 60, "every message consumed")
+        assert consumed_twice(members) == []
+    finally:
+        for m in members:
+            m.kill()

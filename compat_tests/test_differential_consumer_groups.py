@@ -24,6 +24,7 @@ from kafka_wire.messages.describe_groups import DescribeGroupsRequest
 from kafka_wire.messages.list_groups import ListGroupsRequest
 from kafka_wire.messages.offset_commit import OffsetCommitRequest as OC
 from kafka_wire.messages.offset_fetch import OffsetFetchRequest as OF
+from kafka_wire.messages.sync_group import SyncGroupRequest as SG
 
 pytestmark = pytest.mark.compat(suite="differential", client="raw protocol")
 
@@ -191,3 +192,92 @@ def consumer_groups(bootstrap: str) -> Observations:
 
 def test_consumer_group_protocol(target: Target, apache_kafka: Target, differences: Differences) -> None:
     run_both(differences, target, apache_kafka, consumer_groups)
+
+
+def _sub_v1(topic: str, owned: list[int]) -> bytes:
+    """ConsumerProtocolSubscription v1 (owned partitions), as a cooperative classic client sends."""
+    from kafka_wire.api import encode_versioned
+    from kafka_wire.messages.consumer_protocol_subscription import ConsumerProtocolSubscription as S
+
+    tps = [S.TopicPartition(topic=topic, partitions=owned)] if owned else []
+    return encode_versioned(S(topics=[topic], owned_partitions=tps), 1)
+
+
+def _parts(blob: Any) -> list[int]:
+    from kafka_wire.api import decode_versioned
+    from kafka_wire.messages.consumer_protocol_assignment import ConsumerProtocolAssignment as A
+
+    if not blob:
+        return []
+    _, a = decode_versioned(A, bytes(blob))
+    return sorted(p for tp in a.assigned_partitions for p in tp.partitions)  # type: ignore[attr-defined]
+
+
+def mixed_groups(bootstrap: str) -> Observations:
+    """A classic member's group upgraded by a consumer-protocol member, the classic member
+    rejoining through JoinGroup/SyncGroup, then the downgrade when the other leaves."""
+    from compat_tests.support.wire import assignment
+
+    topic, group = unique("d-mix"), unique("d-mixg")
+    out: Observations = {}
+    with Wire(bootstrap) as admin, Wire(bootstrap) as wa, Wire(bootstrap) as wb:
+        admin.create(topic, partitions=4)
+        out["find_coordinator"] = admin.find_coordinator(group)
+        proto = "cooperative-sticky"
+        r = wa.join(group, protocols=((proto, _sub_v1(topic, [])),))
+        a_id = r.member_id
+        r = wa.join(group, a_id, protocols=((proto, _sub_v1(topic, [])),))
+        out["a.classic_join"] = (int(r.error_code), int(r.generation_id), r.protocol_name)
+        def sync(generation: int, assignments: dict[str, bytes] | None = None) -> Any:
+            return wa.call((14, 5), SG(
+                group_id=group, generation_id=generation, member_id=a_id, protocol_type="consumer",
+                protocol_name=proto, assignments=[SG.SyncGroupRequestAssignment(member_id=m, assignment=x)
+                                                  for m, x in (assignments or {}).items()]))
+
+        s = sync(r.generation_id, {a_id: assignment({topic: [0, 1, 2, 3]}, b"")})
+        out["a.classic_sync"] = int(s.error_code)
+        gen = int(r.generation_id)
+
+        b = Member(wb, group, "b")
+        rb = b.join([topic])
+        out["b.join_upgrades"] = (int(rb.error_code), rb.member_epoch - gen,
+                                  None if rb.assignment is None else sum(len(t.partitions) for t in rb.assignment.topic_partitions))
+        d = admin.call(DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+        out["describe.upgraded"] = (int(d.error_code), d.group_state, d.group_epoch - gen, d.assignment_epoch - gen,
+                                    sorted((m.member_type, m.member_epoch - gen,
+                                            sum(len(t.partitions) for t in m.assignment.topic_partitions),
+                                            sum(len(t.partitions) for t in m.target_assignment.topic_partitions))
+                                           for m in d.members))
+        out["describe_groups.mixed"] = int(admin.describe_group(group).error_code)
+        listed = admin.call((16, 5), ListGroupsRequest())
+        out["list_groups.mixed"] = [(g.protocol_type, g.group_type) for g in listed.groups if g.group_id == group]
+        out["a.heartbeat_old_generation"] = wa.heartbeat(group, gen, a_id)
+        r = wa.join(group, a_id, protocols=((proto, _sub_v1(topic, [0, 1, 2, 3])),))
+        out["a.rejoin"] = (int(r.error_code), int(r.generation_id) - gen, r.protocol_name, r.leader, len(r.members))
+        s = sync(r.generation_id)
+        kept = _parts(s.assignment)
+        out["a.sync_revokes"] = (int(s.error_code), len(kept))
+        r = wa.join(group, a_id, protocols=((proto, _sub_v1(topic, kept)),))
+        out["a.rejoin_revoked"] = (int(r.error_code), int(r.generation_id) - gen)
+        s = sync(r.generation_id)
+        out["a.sync_new_epoch"] = (int(s.error_code), _parts(s.assignment) == kept)
+        out["a.heartbeat"] = wa.heartbeat(group, r.generation_id, a_id)
+        out["a.commit_old_generation"] = wa.commit(group, gen - 1, a_id, topic, {(kept or [0])[0]: 3})
+        out["a.commit"] = wa.commit(group, r.generation_id, a_id, topic, {(kept or [0])[0]: 3})
+        rb = b.beat({})
+        out["b.assigned"] = (int(rb.error_code), None if rb.assignment is None else
+                             sum(len(t.partitions) for t in rb.assignment.topic_partitions))
+        rb = b.beat(None, epoch=-1)
+        out["b.leave_downgrades"] = (int(rb.error_code), rb.member_epoch)
+        d = admin.describe_group(group)
+        out["describe_groups.downgraded"] = (int(d.error_code), d.group_state, d.protocol_type, len(d.members))
+        cd = admin.call(DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+        out["describe.downgraded"] = (int(cd.error_code), (cd.error_message or "").replace(group, "<group>"))
+        out["a.heartbeat_after_downgrade"] = wa.heartbeat(group, r.generation_id, a_id)
+        r2 = wa.join(group, a_id, protocols=((proto, _sub_v1(topic, kept)),))
+        out["a.rejoin_classic"] = (int(r2.error_code), int(r2.generation_id) - gen, r2.leader == a_id, len(r2.members))
+    return out
+
+
+def test_mixed_classic_and_consumer_members(target: Target, apache_kafka: Target, differences: Differences) -> None:
+    run_both(differences, target, apache_kafka, mixed_groups)

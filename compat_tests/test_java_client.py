@@ -67,15 +67,17 @@ def test_consumer_of_many_partitions_with_fetch_sessions(target: Target) -> None
 
 @pytest.mark.compat(suite="groups", client="java-client")
 @BOTH
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer", "classic+consumer"])
 def test_cooperative_sticky_join_and_leave(target: Target, protocol: str) -> None:
     """classic: the cooperative-sticky assignor; consumer: KIP-848 (the gateway assigns, and
-    revokes before it hands a partition to another member)."""
+    revokes before it hands a partition to another member); classic+consumer: c1's classic group
+    is upgraded when c2 joins with the consumer protocol, and downgraded when c2 leaves."""
     topic, group, partitions, count = unique("jc-coop"), unique("jc-cg"), 6, 600
     create_topic(target.bootstrap, topic, partitions=partitions)
     run_harness("produce", bootstrap=target.bootstrap, topic=topic, count=count, partitions=partitions)
+    first, _, second = protocol.partition("+")
     events = run_harness("groups", bootstrap=target.bootstrap, topic=topic, group=group, count=count,
-                         partitions=partitions, protocol=protocol)
+                         partitions=partitions, protocol=first, **{"protocol.c2": second or first})
     alone, shared, rejoined = only(events, "phase")
     at = {id(e): n for n, e in enumerate(events)}
     everything = list(range(partitions))

@@ -34,8 +34,10 @@ final class GroupCommand {
         int partitions = a.integer("partitions");
         int total = a.integer("count");
         long deadline = System.currentTimeMillis() + a.integer("timeout.ms", 90000);
-        Member c1 = new Member("c1", a, topic);
-        Member c2 = new Member("c2", a, topic);
+        // protocol.c2 (default: protocol) lets c2 speak the other protocol: a mixed group.
+        String protocol = a.str("protocol", "classic");
+        Member c1 = new Member("c1", a, topic, protocol);
+        Member c2 = new Member("c2", a, topic, a.str("protocol.c2", protocol));
         int[] consumed = {0};
         try {
             // Phase 1: c1 alone owns every partition and reads about a quarter of the records.
@@ -96,11 +98,12 @@ final class GroupCommand {
         boolean subscribed;
         boolean closed;
 
-        Member(String name, Harness.Args a, String topic) {
+        Member(String name, Harness.Args a, String topic, String protocol) {
             this.name = name;
             this.topic = topic;
             Properties p = ConsumeCommand.props(a);
-            if (a.str("protocol", "classic").equals("classic")) {
+            p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+            if (protocol.equals("classic")) {
                 p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, CooperativeStickyAssignor.class.getName());
                 // Members learn of a rebalance from a heartbeat: beat often so the test runs quickly.
                 p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "300");

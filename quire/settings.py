@@ -147,6 +147,8 @@ def _group_settings() -> list[Setting]:
          "least time between two target assignments of a consumer-protocol group"),
         ("group.consumer.assignors", "consumer_assignors",
          "server-side assignors consumer-protocol members may name (uniform, range); the first is the default"),
+        ("group.consumer.migration.policy", "consumer_migration_policy",
+         "classic <-> consumer group conversions allowed: disabled, upgrade, downgrade or bidirectional"),
     )
     return [Setting(key, type(getattr(_GROUP, name)), getattr(_GROUP, name), doc, G, group_field=name)
             for key, name, doc in table]

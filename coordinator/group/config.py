@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 OFFSETS_TOPIC = "__consumer_offsets"
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass
@@ -28,7 +29,13 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     consumer_assignment_interval_ms: int = 1000  # group.consumer.assignment.interval.ms (Kafka 4.3+)
     consumer_assignors: str = "uniform,range"  # group.consumer.assignors (the first is the default)
+    consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
     load_wait_s: float = 10.0  # how long a request waits for a shard to load before LOAD_IN_PROGRESS
+
+    def migration_allows(self, direction: str) -> bool:
+        """Kafka's ConsumerGroupMigrationPolicy: "upgrade" (classic -> consumer) or "downgrade"."""
+        policy = self.consumer_migration_policy.lower()
+        return policy == "bidirectional" or policy == direction
 
     def check(self) -> None:
         """Kafka's start-up checks of the consumer group protocol's settings (ValueError)."""
@@ -45,5 +52,7 @@ class GroupConfig:
                 raise ValueError(f"{name} must be greater than or equal to {lo_name}")
             if value > hi:
                 raise ValueError(f"{name} must be less than or equal to {hi_name}")
+        if self.consumer_migration_policy.lower() not in MIGRATION_POLICIES:
+            raise ValueError(f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}")
         if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
             raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")

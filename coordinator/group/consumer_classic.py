@@ -78,6 +78,8 @@ class ClassicInConsumerOps(ConsumerGroupOps):
         """Kafka's convertToConsumerGroup: each classic member becomes a consumer-group member at
         the group's generation, keeping its assignment as its current and target assignment."""
         gid = group.group_id
+        if not self.config.migration_allows("upgrade"):
+            raise Refusal(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
         if group.protocol_type != PROTOCOL_TYPE or not group.protocol_name:
             # Kafka's validateOnlineUpgrade: only groups of the consumer embedded protocol.
             raise Refusal(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
@@ -255,7 +257,7 @@ class ClassicInConsumerOps(ConsumerGroupOps):
         member leaving is the last one of the consumer protocol and classic members remain, the
         group becomes a classic group at its epoch and rebalances. None: no downgrade."""
         rest = [m for k, m in cg.members.items() if k != leaving.member_id]
-        if not rest or any(m.classic is None for m in rest):
+        if not rest or any(m.classic is None for m in rest) or not self.config.migration_allows("downgrade"):
             return None
         group = self.groups.get(cg.group_id)
         if group is None:

@@ -272,3 +272,26 @@ async def test_deferred_target_is_computed_when_the_interval_ends() -> None:
     await clock.advance(1.0)
     assert cg.assignment_epoch == cg.group_epoch == 3 and len(cg.targets["b"][T1]) == 2
     c.unload()
+
+
+async def test_migration_policy_disabled_keeps_the_kinds_apart() -> None:
+    c = await coordinator(MemoryShardLog(), dataclasses.replace(NOW, consumer_migration_policy="disabled"))
+    j = await c.join(req(protocols=[("range", _sub())], client="a"))
+    await c.sync("g", j.generation_id, j.member_id, None, None, None, {j.member_id: _assignment([0, 1, 2, 3])})
+    a = await join(c, "b")
+    assert (a.error, a.message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
+    assert c.groups["g"].consumer is None and list(c.groups["g"].members) == [j.member_id]
+    c.unload()
+
+
+async def test_offsets_of_a_consumer_group_delete_and_group_deletion() -> None:
+    c = await coordinator(MemoryShardLog())
+    a = await join(c, "a")
+    om = OffsetAndMetadata(offset=5)
+    await c.commit_offsets("g", a.member_epoch, "a", None, {("t1", 0): om, ("t2", 0): om}, api_version=9)
+    err, out = await c.delete_offsets("g", [("t1", 0), ("t2", 0)])
+    # t1 is subscribed to: its offset stays; t2 is not.
+    assert (err, out) == (0, {("t1", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ("t2", 0): 0})
+    await beat(c, "a", -1, None)
+    assert (await c.delete_groups(["g"]))["g"] == 0
+    c.unload()

@@ -150,7 +150,9 @@ def _group_settings() -> list[Setting]:
         ("group.consumer.migration.policy", "consumer_migration_policy",
          "classic <-> consumer group conversions allowed: disabled, upgrade, downgrade or bidirectional"),
     )
-    return [Setting(key, type(getattr(_GROUP, name)), getattr(_GROUP, name), doc, G, group_field=name)
+    lists = {"group.consumer.assignors"}  # Kafka's LIST-typed setting
+    return [Setting(key, type(getattr(_GROUP, name)), getattr(_GROUP, name), doc, G, group_field=name,
+                    config_type=ConfigType.LIST if key in lists else None)
             for key, name, doc in table]
 
 

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return admin_main(split[1])
     from quire.malloc import tune_malloc
 
-    tune_malloc()  # before the servers allocate their buffers
+    tune_malloc(reuse_heap=args.command == "bookie")  # before the servers allocate their buffers
     try:
         if args.command == "gateway":
             from quire.gateway import main as gateway_main

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import struct
 from pathlib import Path
@@ -156,3 +157,37 @@ async def test_no_fsync_journal_acks_without_fdatasync(tmp_path: Path, monkeypat
     assert calls == 0 and j.records == 500
     await j.close()
     assert len(_collect(tmp_path)) == 500  # written all the same
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise")
+async def test_synced_pages_leave_the_page_cache_only_after_their_fdatasync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced = 0  # file size at the last fdatasync
+    dropped: list[tuple[int, int]] = []
+    real_sync, real_advise = os.fdatasync, os.posix_fadvise
+
+    def sync(fd: int) -> None:
+        nonlocal synced
+        real_sync(fd)
+        synced = os.fstat(fd).st_size
+
+    def advise(fd: int, offset: int, length: int, advice: int) -> None:
+        assert advice == os.POSIX_FADV_DONTNEED
+        assert offset % 4096 == 0 and (offset + length) % 4096 == 0, "whole pages only"
+        assert offset + length <= synced, "pages dropped before their fdatasync"
+        dropped.append((offset, offset + length))
+        real_advise(fd, offset, length, advice)
+
+    j = jr.Journal(tmp_path)
+    j.open(after_file_id=-1)
+    monkeypatch.setattr(jr.os, "fdatasync", sync)
+    monkeypatch.setattr(jr.os, "posix_fadvise", advise)
+    payloads = [bytes([i % 251]) * 50_000 for i in range(80)]  # 4 MB
+    for i in range(0, len(payloads), 4):
+        await asyncio.gather(*(j.append(jr.REC_ADD, p) for p in payloads[i : i + 4]))
+    await j.close()
+    assert dropped and dropped[0][0] == 0
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(dropped)), "contiguous, each page once"
+    assert dropped[-1][1] >= 3 << 20
+    assert [p for _, p in _collect(tmp_path)] == payloads  # replay reads them from the file

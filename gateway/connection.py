@@ -9,9 +9,9 @@ waits for those earlier produces to be answered (a Fetch after a Produce sees it
 
 Frames are read by store.framing.FramedProtocol: small frames are parsed out of one reusable
 receive buffer (copied once, so handlers own a writable bytearray), a large one is read straight
-into its own bytearray. A size below 0 or above socket.request.max.bytes closes
-the connection, as Kafka does; so does any request we cannot decode. Bad input only ever ends
-its own connection.
+into its own writable buffer (from MAPPED_FROM bytes a mapping: store.framing.mapped_buffer).
+A size below 0 or above socket.request.max.bytes closes the connection, as Kafka does; so does
+any request we cannot decode. Bad input only ever ends its own connection.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from kafka_wire.frames import decode_request_header
 from kafka_wire.messages.api_versions import ApiVersionsResponse
 from kafka_wire.messages.request_header import RequestHeader
 from kafka_wire.primitives import EncodeError
-from store.framing import BackpressuredProtocol
+from store.framing import MAPPED_FROM, BackpressuredProtocol
 
 if TYPE_CHECKING:
     from gateway.server import GatewayServer
@@ -65,7 +65,7 @@ class _Slot:
 
 class KafkaConnection(BackpressuredProtocol):
     def __init__(self, server: GatewayServer) -> None:
-        super().__init__(max_frame=server.config.socket_request_max_bytes)
+        super().__init__(max_frame=server.config.socket_request_max_bytes, mapped_from=MAPPED_FROM)
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -139,11 +139,11 @@ class KafkaConnection(BackpressuredProtocol):
     def frame_received(self, frame: bytearray | memoryview, owned: bool) -> None:
         # Handlers patch produce data in place, so each request owns a writable buffer: a
         # frame in the shared receive buffer is copied once, a large one already has its own.
-        self._on_frame(frame if owned and isinstance(frame, bytearray) else bytearray(frame))
+        self._on_frame(frame if owned else bytearray(frame))
 
     # -- requests --
 
-    def _on_frame(self, frame: bytearray) -> None:
+    def _on_frame(self, frame: bytearray | memoryview) -> None:
         slot = _Slot(len(frame))
         self._idle.clear()
         self._pending.append(slot)
@@ -175,7 +175,7 @@ class KafkaConnection(BackpressuredProtocol):
         task.add_done_callback(self._tasks.discard)
         self._update_reading()
 
-    async def _run(self, slot: _Slot, spec: HandlerSpec, header: RequestHeader, frame: bytearray, pos: int,
+    async def _run(self, slot: _Slot, spec: HandlerSpec, header: RequestHeader, frame: bytearray | memoryview, pos: int,
                    prev: asyncio.Future[None] | None, applied: asyncio.Future[None]) -> None:
         key, version = header.api_key, header.api_version
         started = request_started()

@@ -119,7 +119,7 @@ def encode_reply(api_key: int, version: int, correlation_id: int, body: Struct |
     return Reply([out])
 
 
-def decode_body(spec: HandlerSpec, version: int, frame: bytearray, pos: int) -> object:
+def decode_body(spec: HandlerSpec, version: int, frame: bytearray | memoryview, pos: int) -> object:
     """The handler's argument: the decoded message, or the raw body as a writable memoryview."""
     mv = memoryview(frame)
     if spec.raw_request:

@@ -21,9 +21,11 @@ import ctypes.util
 import logging
 import platform
 
+from store.framing import MAPPED_FROM
+
 log = logging.getLogger(__name__)
 
-MMAP_THRESHOLD = 128 << 10  # glibc's own initial value, now fixed
+MMAP_THRESHOLD = MAPPED_FROM  # 128 KiB, glibc's own initial value, now fixed
 HEAP_MMAP_THRESHOLD = 32 << 20  # reuse_heap: glibc's largest (64-bit), above any frame
 HEAP_TRIM_THRESHOLD = 64 << 20  # reuse_heap: free heap kept for reuse
 _M_TRIM_THRESHOLD = -1  # from malloc.h

@@ -108,6 +108,8 @@ async def run_gateway(
             sock.close()
         if services is not None and services.groups is not None:
             await _quietly(services.groups.close(), "closing group coordinators")
+        if services is not None and services.shares is not None:
+            await _quietly(services.shares.close(), "closing share-partitions")
         if partitions is not None:
             await _quietly(partitions.close(), "closing partitions")
         if cluster is not None:

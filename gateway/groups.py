@@ -240,7 +240,8 @@ class GroupCoordinators:
                     code = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 raise KafkaApiError(code, f"shard {shard}: {e}") from e
             shard_log = PartitionShardLog(plog, max(self.services.config.message_max_bytes, 64 << 20))
-            st = _Shard(plog, GroupCoordinator(shard, shard_log, self.config, topics=self._topic_image))
+            st = _Shard(plog, GroupCoordinator(shard, shard_log, self.config, topics=self._topic_image,
+                                               share_config=self.services.config.share))
             self._shards[shard] = st
             plog.add_lost_listener(lambda: self._unload(shard, st))
             st.loading = asyncio.get_running_loop().create_task(self._load(shard, st))

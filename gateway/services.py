@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from gateway.config import GatewayConfig
     from gateway.groups import GroupCoordinators
     from gateway.partition.producer_ids import ProducerIdAllocator
+    from gateway.shares import SharePartitions
     from gateway.topics.registry import TopicRegistry
     from store.ledger.client import LedgerClient
     from store.meta.api import MetaStore
@@ -44,6 +45,7 @@ class GatewayServices:
     partitions: PartitionManager
     producer_ids: ProducerIdAllocator
     groups: GroupCoordinators | None = None
+    shares: SharePartitions | None = None  # gateway/shares.py: share-partitions and share sessions
     offloader: Offloader | None = None  # the offload tier's driver (None: no tier configured)
     txn_verifier: TxnVerifier = accept_all
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)

@@ -1,4 +1,5 @@
-"""`quire admin groups`: consumer groups read from `__consumer_offsets` and partition log tails."""
+"""`quire admin groups`: consumer and share groups read from `__consumer_offsets`, partition log
+tails and the share-partition states the partitions' owners publish."""
 
 from __future__ import annotations
 
@@ -48,7 +49,26 @@ def _assignment(a: list[dict[str, Any]] | None) -> str | None:
     return " ".join(f"{t['topic']}:{','.join(map(str, t['partitions']))}" for t in a) or "(none)"
 
 
+def _render_share_group(doc: dict[str, Any]) -> str:
+    out = [
+        f"Share group: {doc['group']}  state: {doc['state']}  group epoch: {doc['generation']}  "
+        f"coordinator: {_coordinator(doc) or '-'}  shard: {'-' if doc['shard'] is None else doc['shard']}  "
+        f"backlog: {doc['total_lag']}",
+    ]
+    if doc["members"]:
+        mrows = [(m["member_id"], m["client_id"], m["client_host"], ",".join(m["subscribed"])) for m in doc["members"]]
+        out += ["", table(["MEMBER", "CLIENT_ID", "HOST", "SUBSCRIBED"], mrows)]
+    prows = [
+        (p["topic"], p["partition"], p["start_offset"], p["in_flight"], p["finished"], p["backlog"], p["log_end_offset"])
+        for p in doc["partitions"]
+    ]
+    out += ["", table(["TOPIC", "PARTITION", "SPSO", "IN_FLIGHT", "ARCHIVED", "BACKLOG", "LOG_END"], prows)]
+    return "\n".join(out)
+
+
 def _render_group(doc: dict[str, Any]) -> str:
+    if doc.get("type") == "share":
+        return _render_share_group(doc)
     out = [
         f"Group: {doc['group']}  state: {doc['state'] or '-'}  protocol: {_protocol(doc) or '-'}  "
         f"generation: {'-' if doc['generation'] is None else doc['generation']}  "
@@ -111,7 +131,9 @@ async def _read_groups(
         if args.action == "list":
             docs = await inspect.list_groups(meta, peek)
             return 0, docs, _render_groups(docs)
-        doc = await inspect.describe_group(meta, peek, args.group)
+        doc = await inspect.describe_share_group(meta, peek, args.group)
+        if doc is None:
+            doc = await inspect.describe_group(meta, peek, args.group)
         if doc is None:
             return 1, {"error": f"unknown group {args.group!r}"}, f"error: unknown group {args.group!r}"
         return 0, doc, _render_group(doc)

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from coordinator.group.config import GroupConfig
+from coordinator.share.config import ShareConfig
 from gateway.config import GatewayConfig
 from quire import settings as st
 from store.metrics import start_metrics
@@ -35,6 +36,14 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
         offsets_topic_partitions=r.get_value("offsets.topic.num.partitions"),
         group={s.group_field: r.get_value(s.key) for s in st.for_role(role) if s.group_field},
         transaction_partition_verification=r.get_value("transaction.partition.verification.enable"),
+        share=ShareConfig(
+            record_lock_duration_ms=r.get_value("group.share.record.lock.duration.ms"),
+            delivery_count_limit=r.get_value("group.share.delivery.count.limit"),
+            session_timeout_ms=r.get_value("group.share.session.timeout.ms"),
+            heartbeat_interval_ms=r.get_value("group.share.heartbeat.interval.ms"),
+            max_size=r.get_value("group.share.max.size"),
+            partition_max_record_locks=r.get_value("group.share.partition.max.record.locks"),
+        ),
         cache_mb=r.get_value("quire.cache.mb"), topic_defaults=topic_defaults,
         offload=st.offload_settings(r, fixed.get("data_dir") or r.get_value("quire.data.dir")),
         offload_deletion_lag_ms=r.get_value("quire.offload.deletion.lag.ms"),

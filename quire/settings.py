@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.group.config import GroupConfig
+from coordinator.share.config import ShareConfig
 from gateway.config import BrokerSetting
 from gateway.topics.configs import TOPIC_CONFIGS, ConfigSource, ConfigType
 from store.bookie.bookie import BookieConfig
@@ -86,6 +87,7 @@ class Setting:
 
 
 _GROUP = GroupConfig()
+_SHARE = ShareConfig()
 _BOOKIE = BookieConfig()
 _DISK = DiskConfig()
 _RECOVERY = RecoveryConfig()
@@ -180,6 +182,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("transaction.partition.verification.enable", bool, True,
             "a partition owner asks the transaction coordinator that a partition is in the transaction "
             "before appending its first transactional batch", G),
+    Setting("group.share.record.lock.duration.ms", int, _SHARE.record_lock_duration_ms,
+            "how long a share consumer holds acquired records before they return", G),
+    Setting("group.share.delivery.count.limit", int, _SHARE.delivery_count_limit,
+            "deliveries of a record to share consumers before it is archived", G),
+    Setting("group.share.session.timeout.ms", int, _SHARE.session_timeout_ms,
+            "share-group member session timeout", G),
+    Setting("group.share.heartbeat.interval.ms", int, _SHARE.heartbeat_interval_ms,
+            "heartbeat interval share-group members are told", G),
+    Setting("group.share.max.size", int, _SHARE.max_size, "members of one share group, at most", G),
+    Setting("group.share.partition.max.record.locks", int, _SHARE.partition_max_record_locks,
+            "records in flight per share-partition, at most", G),
     *_topic_defaults(),
     # Quire's own
     Setting("quire.meta", str, None, "metadata store: zk://host:port/chroot or embedded:///dir (required)",

@@ -143,6 +143,8 @@ class ConsumerGroupOps(ShardState):
     async def consumer_heartbeat(self, hb: ConsumerHeartbeat) -> HeartbeatAnswer:
         if not self.active:
             return HeartbeatAnswer(ErrorCode.NOT_COORDINATOR)
+        if hb.group_id in self.share_groups:
+            return HeartbeatAnswer(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} is not a consumer group.")
         try:
             self._validate(hb)
             async with self._lock(hb.group_id):

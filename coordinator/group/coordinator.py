@@ -14,6 +14,7 @@ from coordinator.group.consumer_classic import ClassicInConsumerOps
 from coordinator.group.group import Group, GroupState, JoinResult, Member, SyncResult
 from coordinator.group.rebalance import RebalanceOps
 from coordinator.group.records import encode_consumer_record
+from coordinator.share.membership import ShareGroupOps
 from kafka_wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ class JoinRequest:
     supports_skip_assignment: bool = True  # JoinGroup v9+ (KIP-814)
 
 
-class GroupCoordinator(RebalanceOps, ClassicInConsumerOps):
+class GroupCoordinator(RebalanceOps, ClassicInConsumerOps, ShareGroupOps):
     """One shard's coordinator. Build it, `await load()`, serve, `unload()` when ownership goes."""
 
     # Static members replaced while Stable whose JoinGroup version can skip the assignment.
@@ -51,6 +52,8 @@ class GroupCoordinator(RebalanceOps, ClassicInConsumerOps):
             return JoinResult(ErrorCode.NOT_COORDINATOR, member_id=req.member_id)
         if not req.group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id=req.member_id)
+        if req.group_id in self.share_groups:
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
         cfg = self.config
         if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from store.managed.log import ManagedLog
 from store.managed.position import Position
@@ -41,9 +41,10 @@ async def read_group_offsets(meta: MetaStore, topic_id: uuid.UUID, partition: in
 
 
 async def merge_group_offsets(
-    meta: MetaStore, path: str, updates: dict[str, int], removals: set[str]
+    meta: MetaStore, path: str, updates: Mapping[str, object], removals: set[str]
 ) -> None:
-    """Set `updates` and drop `removals` in a {group: offset} node, by compare-and-set."""
+    """Set `updates` and drop `removals` in a {group: offset} node (or any JSON object node:
+    share-partition states, resets), by compare-and-set."""
     for _ in range(50):
         try:
             data, stat = await meta.get(path)

@@ -7,8 +7,15 @@ import logging
 from dataclasses import dataclass, field
 
 from coordinator.group.group import Group, GroupState, OffsetAndMetadata
-from coordinator.group.records import GroupMetadataKey, Record, encode_consumer_record, encode_group_key
+from coordinator.group.records import (
+    GroupMetadataKey,
+    Record,
+    encode_consumer_record,
+    encode_group_key,
+    encode_share_group,
+)
 from coordinator.group.shard import ShardState
+from coordinator.share.config import SHARE_PROTOCOL_TYPE
 from kafka_wire.api import decode_versioned, schema_class
 from kafka_wire.errors import ErrorCode
 
@@ -270,6 +277,10 @@ class OffsetOps(ShardState):
             return GroupDescription(ErrorCode.NOT_COORDINATOR, group_id)
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
+            if group_id in self.share_groups:
+                # Kafka's classicGroup(): a share group is not a classic group either.
+                return GroupDescription(ErrorCode.GROUP_ID_NOT_FOUND, group_id,
+                                        message=f"Group {group_id} is not a classic group.")
             return GroupDescription(ErrorCode.GROUP_ID_NOT_FOUND, group_id, message=f"Group {group_id} not found.")
         if group.consumer is not None:
             # Kafka's classicGroup(): DescribeGroups describes classic groups only.
@@ -317,6 +328,12 @@ class OffsetOps(ShardState):
             if want_types is not None and gtype not in want_types:
                 continue
             out.append((gid, ptype, state, gtype))
+        for gid, sg in self.share_groups.items():
+            if want_states is not None and sg.state.value.lower() not in want_states:
+                continue
+            if want_types is not None and SHARE_PROTOCOL_TYPE not in want_types:
+                continue
+            out.append((gid, SHARE_PROTOCOL_TYPE, sg.state.value, SHARE_PROTOCOL_TYPE))
         return out
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
@@ -326,7 +343,17 @@ class OffsetOps(ShardState):
                 out[gid] = ErrorCode.NOT_COORDINATOR
                 continue
             group = self.groups.get(gid)
-            if group is None or group.is_(GroupState.DEAD):
+            share = self.share_groups.get(gid)
+            if share is not None:
+                # Share-partition state stays with the partitions' cursors (DeleteShareGroupOffsets).
+                if share.members:
+                    out[gid] = ErrorCode.NON_EMPTY_GROUP
+                else:
+                    err = await self._append([encode_share_group(gid, None)])
+                    if not err and self.share_groups.get(gid) is share:
+                        del self.share_groups[gid]
+                    out[gid] = err
+            elif group is None or group.is_(GroupState.DEAD):
                 out[gid] = ErrorCode.GROUP_ID_NOT_FOUND
             elif not group.is_(GroupState.EMPTY) or group.members or group.pending_members or (
                 group.consumer is not None and group.consumer.members

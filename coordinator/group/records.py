@@ -1,13 +1,15 @@
 """Kafka's `__consumer_offsets` records, so a shard's log reads like Kafka's own offsets topic.
 
 The codecs are generated from Kafka's schemas (kafka-group-coordinator's OffsetCommitKey/Value,
-GroupMetadataKey/Value and the ConsumerGroup* records, see kafka_wire/codegen/jars.py); this
-module adds what the schemas leave to the coordinator: a key starts with an int16 that is the
-record type (0-1 offset commits, 2 group metadata, 3-8 and 16 the consumer group protocol's;
-share and streams group types are skipped on replay), a value starts with its own int16
-version, a null value is a tombstone, and which value versions are written: OffsetCommitValue v1
-when the commit carries an explicit expiry, else v3, GroupMetadataValue v3 and every
-ConsumerGroup* value v0, as Kafka 4.4 writes them. Every older value version is read.
+GroupMetadataKey/Value, the ConsumerGroup* records and the share groups'
+ShareGroupMetadata/ShareGroupMemberMetadata, see kafka_wire/codegen/jars.py); this module adds
+what the schemas leave to the coordinator: a key starts with an int16 that is the record type
+(0-1 offset commits, 2 group metadata, 3-8 and 16 the consumer group protocol's, 10 share-group
+members, 11 share-group metadata; the other share and the streams group types are skipped on
+replay), a value starts with its own int16 version, a null value is a tombstone, and which value
+versions are written: OffsetCommitValue v1 when the commit carries an explicit expiry, else v3,
+GroupMetadataValue v3 and every ConsumerGroup* and ShareGroup* value v0, as Kafka 4.4 writes
+them. Every older value version is read.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ from kafka_wire.messages.group_metadata_key import GroupMetadataKey
 from kafka_wire.messages.group_metadata_value import GroupMetadataValue
 from kafka_wire.messages.offset_commit_key import OffsetCommitKey
 from kafka_wire.messages.offset_commit_value import OffsetCommitValue
+from kafka_wire.messages.share_group_member_metadata_key import ShareGroupMemberMetadataKey
+from kafka_wire.messages.share_group_member_metadata_value import ShareGroupMemberMetadataValue
+from kafka_wire.messages.share_group_metadata_key import ShareGroupMetadataKey
+from kafka_wire.messages.share_group_metadata_value import ShareGroupMetadataValue
 from kafka_wire.primitives import Struct
 from kafka_wire.records import NewRecord, build_batch, iter_batches
 
@@ -72,16 +78,24 @@ __all__ = [
     "OffsetCommitKey",
     "OffsetCommitValue",
     "Record",
+    "ShareGroupMemberMetadataKey",
+    "ShareGroupMemberMetadataValue",
+    "ShareGroupMetadataKey",
+    "ShareGroupMetadataValue",
     "build_records_batch",
     "decode_consumer_value",
     "decode_group_value",
     "decode_key",
     "decode_offset_value",
+    "decode_share_group_value",
+    "decode_share_member_value",
     "encode_consumer_record",
     "encode_group_key",
     "encode_group_value",
     "encode_offset_key",
     "encode_offset_value",
+    "encode_share_group",
+    "encode_share_member",
     "iter_log_records",
 ]
 
@@ -92,6 +106,8 @@ MemberMetadata = GroupMetadataValue.MemberMetadata
 LEGACY_OFFSET_COMMIT = 0
 OFFSET_COMMIT = OffsetCommitKey.API_KEY  # 1
 GROUP_METADATA = GroupMetadataKey.API_KEY  # 2
+SHARE_GROUP_MEMBER_METADATA = ShareGroupMemberMetadataKey.API_KEY  # 10
+SHARE_GROUP_METADATA = ShareGroupMetadataKey.API_KEY  # 11
 _KEY_SCHEMA_VERSION = 0  # both key schemas have the one version 0
 _GROUP_VALUE_VERSION = 3
 _TYPE = struct.Struct(">h")
@@ -146,8 +162,39 @@ def decode_consumer_value(key: ConsumerKey, data: bytes | memoryview) -> object:
     return v
 
 
-def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | ConsumerKey | None:
-    """None for record types this coordinator does not own (share and streams group records)."""
+def encode_share_group(group_id: str, v: ShareGroupMetadataValue | None) -> Record:
+    """A share group's metadata record (None: its tombstone)."""
+    key = _TYPE.pack(SHARE_GROUP_METADATA) + ShareGroupMetadataKey(group_id=group_id).encode(_KEY_SCHEMA_VERSION)
+    return key, None if v is None else encode_versioned(v, 0)
+
+
+def encode_share_member(group_id: str, member_id: str, v: ShareGroupMemberMetadataValue | None) -> Record:
+    """A share-group member's record (None: its tombstone)."""
+    k = ShareGroupMemberMetadataKey(group_id=group_id, member_id=member_id)
+    return _TYPE.pack(SHARE_GROUP_MEMBER_METADATA) + k.encode(_KEY_SCHEMA_VERSION), (
+        None if v is None else encode_versioned(v, 0))
+
+
+def decode_share_group_value(data: bytes | memoryview) -> ShareGroupMetadataValue:
+    _, v = decode_versioned(ShareGroupMetadataValue, data)
+    assert isinstance(v, ShareGroupMetadataValue)
+    return v
+
+
+def decode_share_member_value(data: bytes | memoryview) -> ShareGroupMemberMetadataValue:
+    _, v = decode_versioned(ShareGroupMemberMetadataValue, data)
+    assert isinstance(v, ShareGroupMemberMetadataValue)
+    return v
+
+
+AnyKey = (
+    OffsetCommitKey | GroupMetadataKey | ConsumerKey | ShareGroupMetadataKey | ShareGroupMemberMetadataKey
+)
+
+
+def decode_key(data: bytes | memoryview) -> AnyKey | None:
+    """None for record types this coordinator does not own (the other share and the streams
+    group records)."""
     b = memoryview(data)
     if len(b) < 2:
         raise DecodeError("truncated record type", "__consumer_offsets key", 0)
@@ -159,6 +206,10 @@ def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey |
     schemas = CONSUMER_RECORDS.get(kind)
     if schemas is not None:
         return schemas[0].decode(b[2:], _KEY_SCHEMA_VERSION)  # type: ignore[return-value]
+    if kind == SHARE_GROUP_METADATA:
+        return ShareGroupMetadataKey.decode(b[2:], _KEY_SCHEMA_VERSION)
+    if kind == SHARE_GROUP_MEMBER_METADATA:
+        return ShareGroupMemberMetadataKey.decode(b[2:], _KEY_SCHEMA_VERSION)
     return None
 
 

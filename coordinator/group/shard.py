@@ -25,7 +25,9 @@ from coordinator.group.records import (
     encode_offset_value,
 )
 from coordinator.group.shard_log import ShardLog, ShardLogError
-from coordinator.group.stored import GroupLogReplay
+from coordinator.group.stored import GroupLogReplay, StoredShareGroup
+from coordinator.share.config import ShareConfig
+from coordinator.share.group import ShareGroup
 from kafka_wire.errors import ErrorCode
 from store.clock import SYSTEM_CLOCK, Clock
 
@@ -45,13 +47,16 @@ class ShardState:
         *,
         clock: Clock = SYSTEM_CLOCK,
         topics: Callable[[], Mapping[str, TopicMeta]] | None = None,
+        share_config: ShareConfig | None = None,
     ) -> None:
         self.shard = shard
         # The topics consumer-protocol groups may subscribe to: name -> id and partition count.
         self.topics_view: Callable[[], Mapping[str, TopicMeta]] = topics or dict
         self.log = shard_log
         self.config = config or GroupConfig()
+        self.share_config = share_config or ShareConfig()
         self.groups: dict[str, Group] = {}
+        self.share_groups: dict[str, ShareGroup] = {}  # coordinator/share/membership.py
         self.active = False
         self._loop = asyncio.get_running_loop()
         self._clock = clock  # session, rebalance and join timers
@@ -71,6 +76,7 @@ class ShardState:
             if stored.metadata is not None and stored.consumer is None:
                 self._restore(group, stored.metadata)
             self.groups[gid] = group
+        self._restore_share_groups(replay.share_groups())
         self.active = True
         log.info("group shard %d loaded: %d groups", self.shard, len(self.groups))
 
@@ -112,6 +118,10 @@ class ShardState:
                 m.complete_join(JoinResult(ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
                 m.complete_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
         self.groups.clear()
+        for sg in self.share_groups.values():
+            for sm in sg.members.values():
+                sm.cancel_timer()
+        self.share_groups.clear()
         for t in list(self._tasks):
             t.cancel()
 
@@ -198,6 +208,9 @@ class ShardState:
 
     def _remove_member_and_update(self, group: Group, member: Member) -> None:
         raise NotImplementedError  # the membership half defines it
+
+    def _restore_share_groups(self, stored: dict[str, StoredShareGroup]) -> None:
+        raise NotImplementedError  # coordinator/share/membership.py defines it
 
     def _maybe_drop(self, group: Group) -> None:
         """Forget a group that holds nothing (a failed first join or commit)."""

@@ -13,10 +13,16 @@ from coordinator.group.records import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
     decode_consumer_value,
     decode_group_value,
     decode_key,
     decode_offset_value,
+    decode_share_group_value,
+    decode_share_member_value,
     iter_log_records,
 )
 
@@ -42,6 +48,16 @@ class StoredGroup:
         return "Stable" if self.metadata is not None and self.metadata.members else "Empty"
 
 
+@dataclass
+class StoredShareGroup:
+    """A share group as its records leave it: the group epoch and the members' metadata."""
+
+    group: str
+    shard: int
+    metadata: ShareGroupMetadataValue | None = None
+    members: dict[str, ShareGroupMemberMetadataValue] = field(default_factory=dict)
+
+
 class GroupLogReplay:
     """Apply a shard's stored batches in order, then take `groups()`. With `skip_unreadable`
     (a reader that must not fail on what it cannot decode, e.g. a newer coordinator's record
@@ -51,6 +67,7 @@ class GroupLogReplay:
         self.shard = shard
         self.skip_unreadable = skip_unreadable
         self._groups: dict[str, StoredGroup] = {}
+        self._share: dict[str, StoredShareGroup] = {}
 
     def _group(self, group: str) -> StoredGroup:
         g = self._groups.get(group)
@@ -71,6 +88,15 @@ class GroupLogReplay:
                         g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
                 elif isinstance(k, GroupMetadataKey):
                     self._group(k.group).metadata = None if value is None else decode_group_value(value)
+                elif isinstance(k, ShareGroupMetadataKey):
+                    sg = self._share.setdefault(k.group_id, StoredShareGroup(k.group_id, self.shard))
+                    sg.metadata = None if value is None else decode_share_group_value(value)
+                elif isinstance(k, ShareGroupMemberMetadataKey):
+                    sg = self._share.setdefault(k.group_id, StoredShareGroup(k.group_id, self.shard))
+                    if value is None:
+                        sg.members.pop(k.member_id, None)
+                    else:
+                        sg.members[k.member_id] = decode_share_member_value(value)
                 elif k is not None and k.API_KEY in CONSUMER_RECORDS:
                     g = self._group(k.group_id)
                     if g.consumer is None:
@@ -82,6 +108,10 @@ class GroupLogReplay:
                 if not self.skip_unreadable:
                     raise
                 # a record we cannot read says nothing about the groups we can
+
+    def share_groups(self) -> dict[str, StoredShareGroup]:
+        """Every share group not deleted."""
+        return {gid: g for gid, g in self._share.items() if g.metadata is not None}
 
     def groups(self) -> dict[str, StoredGroup]:
         """Every group with metadata or offsets left (deleted groups are gone)."""

@@ -16,10 +16,11 @@ from coordinator.group.config import OFFSETS_TOPIC
 from coordinator.group.consumer_group import preferred_assignor
 from coordinator.group.cursors import CURSOR_PREFIX, GROUP_OFFSETS, read_group_offsets
 from coordinator.group.hashing import shard_for
-from coordinator.group.stored import GroupLogReplay, StoredGroup, TopicPartition
+from coordinator.group.stored import GroupLogReplay, StoredGroup, StoredShareGroup, TopicPartition
 from gateway import paths
 from gateway.cluster.membership import GatewayNode
 from gateway.partition.epochs import EpochHistory
+from gateway.share_offsets import published_partitions, read_partition_states
 from gateway.topics.registry import TopicInfo
 from kafka_log.index import P_FIRST, P_NEXT
 from kafka_log.keys import L_EPOCH, L_EPOCHS, L_START
@@ -341,22 +342,32 @@ async def log_end_offset(meta: MetaStore, peek: LogPeek, topic_id: uuid.UUID, pa
 
 
 async def stored_groups(meta: MetaStore, peek: LogPeek) -> tuple[TopicInfo | None, dict[str, StoredGroup]]:
-    """(the offsets topic, every group its partitions hold)."""
+    """(the offsets topic, every classic group its partitions hold)."""
+    topic, groups, _ = await stored_all_groups(meta, peek)
+    return topic, groups
+
+
+async def stored_all_groups(
+    meta: MetaStore, peek: LogPeek
+) -> tuple[TopicInfo | None, dict[str, StoredGroup], dict[str, StoredShareGroup]]:
+    """(the offsets topic, its classic groups, its share groups)."""
     data = await _get(meta, paths.topic(OFFSETS_TOPIC))
     if data is None:
-        return None, {}
+        return None, {}, {}
     topic = TopicInfo.from_bytes(OFFSETS_TOPIC, data)
 
-    async def shard(s: int) -> dict[str, StoredGroup]:
+    async def shard(s: int) -> GroupLogReplay:
         replay = GroupLogReplay(s, skip_unreadable=True)
         async for chunk in peek.batches(paths.partition_log_name(topic.topic_id, s)):
             replay.apply(chunk)
-        return replay.groups()
+        return replay
 
     out: dict[str, StoredGroup] = {}
-    for groups in await asyncio.gather(*(shard(s) for s in range(topic.partitions))):
-        out.update(groups)
-    return topic, out
+    share: dict[str, StoredShareGroup] = {}
+    for replay in await asyncio.gather(*(shard(s) for s in range(topic.partitions))):
+        out.update(replay.groups())
+        share.update(replay.share_groups())
+    return topic, out, share
 
 
 async def published_offsets(meta: MetaStore) -> dict[str, dict[tuple[uuid.UUID, int], int]]:
@@ -410,6 +421,7 @@ def _group_head(
     if cg is not None:  # the consumer protocol (KIP-848): epochs stand for the generation
         return {
             "group": group,
+            "type": "consumer",
             "state": cg.state.value,
             "protocol_type": "consumer",
             "protocol": preferred_assignor(cg.members.values()) or "uniform",
@@ -422,6 +434,7 @@ def _group_head(
         }
     return {
         "group": group,
+        "type": "classic",
         "state": stored.state if stored is not None else None,
         "protocol_type": (gv.protocol_type or None) if gv is not None else None,
         "protocol": gv.protocol if gv is not None else None,
@@ -434,13 +447,61 @@ def _group_head(
     }
 
 
+def _share_head(group: str, sg: StoredShareGroup, topic: TopicInfo | None, held: dict[int, int],
+                nodes: dict[int, str]) -> Doc:
+    doc = _group_head(group, None, topic, held, nodes)
+    doc.update(
+        type="share",
+        state="Stable" if sg.members else "Empty",
+        protocol_type="share",
+        generation=sg.metadata.epoch if sg.metadata is not None else None,
+        member_count=len(sg.members),
+    )
+    return doc
+
+
 async def list_groups(meta: MetaStore, peek: LogPeek) -> list[Doc]:
-    """Every group the offsets topic holds (or a coordinator published offsets for)."""
-    topic, stored = await stored_groups(meta, peek)
+    """Every group the offsets topic holds (or a coordinator published offsets for), share
+    groups included (type "share", their group epoch as the generation)."""
+    topic, stored, share = await stored_all_groups(meta, peek)
     published = await published_offsets(meta)
     held, nodes = await _coordinators(meta, topic)
-    names = sorted(set(stored) | set(published))
-    return [_group_head(g, stored.get(g), topic, held, nodes) for g in names]
+    names = sorted(set(stored) | set(published) | set(share))
+    return [_share_head(g, share[g], topic, held, nodes) if g in share
+            else _group_head(g, stored.get(g), topic, held, nodes) for g in names]
+
+
+async def describe_share_group(meta: MetaStore, peek: LogPeek, group: str) -> Doc | None:
+    """A share group: its stored members and, per partition its owner published a state for,
+    the share-partition start offset (SPSO), the records in flight (acquired now), those
+    finished after the SPSO (acknowledged or archived), the backlog still to deliver, and the
+    log-end offset. None if there is no such share group."""
+    topic, _, share = await stored_all_groups(meta, peek)
+    states: dict[TopicPartition, list[int]] = {}
+    by_id = {t.topic_id: t for t in await topics(meta)}
+    for tid, p in await published_partitions(meta):
+        st = (await read_partition_states(meta, tid, p)).get(group)
+        if st is not None and tid in by_id:
+            states[(by_id[tid].name, p)] = st
+    sg = share.get(group)
+    if sg is None and not states:
+        return None
+    held, nodes = await _coordinators(meta, topic)
+    doc = _share_head(group, sg or StoredShareGroup(group, -1), topic, held, nodes)
+    members = [
+        {"member_id": mid, "client_id": m.client_id, "client_host": m.client_host, "rack_id": m.rack_id,
+         "subscribed": sorted(m.subscribed_topic_names)}
+        for mid, m in sorted((sg.members if sg is not None else {}).items())
+    ]
+    rows: list[Doc] = []
+    for (name, p), (spso, lag, in_flight, finished) in sorted(states.items()):
+        info = next(t for t in by_id.values() if t.name == name)
+        rows.append({
+            "topic": name, "partition": p, "start_offset": spso, "in_flight": in_flight, "finished": finished,
+            "backlog": lag, "log_end_offset": await log_end_offset(meta, peek, info.topic_id, p),
+        })
+    doc.update(members=members, partitions=rows, total_lag=sum(int(r["backlog"]) for r in rows))
+    return doc
 
 
 async def describe_group(meta: MetaStore, peek: LogPeek, group: str) -> Doc | None:

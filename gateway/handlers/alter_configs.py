@@ -9,6 +9,7 @@ from typing import Protocol, TypeVar
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
+from gateway.group_configs import GROUP_CONFIG_DEFS, read_group_configs, validate, write_group_configs
 from gateway.topics.configs import TOPIC_CONFIGS, ConfigType
 from gateway.topics.naming import invalid_reason
 from kafka_wire.errors import ErrorCode
@@ -17,8 +18,9 @@ from kafka_wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from store.meta.api import BadVersionError, NoNodeError
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -32,6 +34,10 @@ def _check_resource(ctx: RequestContext, rtype: int, rname: str) -> None:
         if reason is not None:
             raise _err(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
         return
+    if rtype == GROUP:
+        if not rname:
+            raise _err(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        return
     if rtype in (BROKER, BROKER_LOGGER):
         raise _err(ErrorCode.INVALID_REQUEST, "Quire's broker configs are static (set on the command line); "
                    "dynamic broker configs are not supported")
@@ -43,6 +49,40 @@ async def _alter_topic(ctx: RequestContext, name: str, mutate: Callable[[dict[st
     if await ctx.services.topics.get(name) is None:
         raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
     await ctx.services.topics.modify_configs(name, mutate, validate_only=validate_only)
+
+
+async def _alter_group(ctx: RequestContext, r: _Resource, validate_only: bool) -> None:
+    """Group configs: SET and DELETE (a full AlterConfigs replaces them), validated as Kafka does."""
+    incremental = isinstance(r, IncrementalAlterConfigsRequest.AlterConfigsResource)
+    ops: list[tuple[int, str, str | None]] = [
+        (c.config_operation, c.name, c.value) if incremental else (SET, c.name, c.value)
+        for c in r.configs  # type: ignore[attr-defined]
+    ]
+    for op, name, value in ops:
+        if op not in (SET, DELETE):
+            raise _err(ErrorCode.INVALID_CONFIG, f"Config value append/subtract is not allowed for config key: {name}")
+        reason = validate(name, value) if op == SET and value is not None else (
+            None if name in GROUP_CONFIG_DEFS else f"Unknown group config name: {name}")
+        if op == SET and value is None:
+            reason = f"Null value not supported for : {name}"
+        if reason is not None:
+            raise _err(ErrorCode.INVALID_CONFIG, reason)
+    if validate_only:
+        return
+    for _ in range(20):
+        current, version = await read_group_configs(ctx.services, r.resource_name)
+        new = dict(current) if incremental else {}
+        for op, name, value in ops:
+            if op == DELETE:
+                new.pop(name, None)
+            elif value is not None:
+                new[name] = value
+        try:
+            await write_group_configs(ctx.services, r.resource_name, new, version)
+            return
+        except (BadVersionError, NoNodeError):
+            continue
+    raise _err(ErrorCode.UNKNOWN_SERVER_ERROR, "group configs kept changing")
 
 
 def _replace_with(new: dict[str, str]) -> Callable[[dict[str, str]], dict[str, str]]:
@@ -77,7 +117,10 @@ async def _alter_each(
             if (r.resource_type, r.resource_name) in dups:
                 raise _err(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
             _check_resource(ctx, r.resource_type, r.resource_name)
-            await _alter_topic(ctx, r.resource_name, mutation(r), validate_only)
+            if r.resource_type == GROUP:
+                await _alter_group(ctx, r, validate_only)
+            else:
+                await _alter_topic(ctx, r.resource_name, mutation(r), validate_only)
             out.append(response(error_message=None, resource_type=r.resource_type, resource_name=r.resource_name))
         except KafkaApiError as e:
             out.append(response(error_code=e.error_code, error_message=e.message, resource_type=r.resource_type,

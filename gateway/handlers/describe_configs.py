@@ -1,16 +1,17 @@
-"""DescribeConfigs (v1-4): topic configs (overrides, defaults, synonyms) and this gateway's
-broker configs."""
+"""DescribeConfigs (v1-4): topic configs (overrides, defaults, synonyms), this gateway's
+broker configs and group configs (gateway/group_configs.py)."""
 
 from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
+from gateway.group_configs import group_entries
 from gateway.topics.describe import ConfigEntry, broker_entries, topic_entries
 from gateway.topics.naming import invalid_reason
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 Syn = DescribeConfigsResponse.DescribeConfigsSynonym
@@ -41,6 +42,8 @@ async def entries_for(ctx: RequestContext, rtype: int, rname: str) -> list[Confi
         me = next((g for g in gw if g.node_id == services.node_id), None)
         adv = (me.host, me.port) if me is not None else services.config.advertised()
         return broker_entries(services.config, services.node_id, adv)
+    if rtype == GROUP:
+        return await group_entries(services, rname)
     raise KafkaApiError(int(ErrorCode.INVALID_REQUEST), f"Unsupported resource type {rtype}")
 
 

@@ -1,10 +1,12 @@
 """FindCoordinator (v0-6, batched keys v4+): a group's coordinator is the gateway owning its
-shard of __consumer_offsets."""
+shard of __consumer_offsets; a share key's (group:topic id:partition) the partition's owner."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
+from gateway.cluster.membership import GatewayNode
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.groups import coordinators
@@ -15,16 +17,44 @@ KEY_GROUP, KEY_TRANSACTION, KEY_SHARE = 0, 1, 2
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
+async def _share_state_owner(ctx: RequestContext, key: str) -> GatewayNode:
+    """A share key "group:topic id:partition" names share-partition state, which the partition's
+    owner keeps (on its log's cursor): that gateway is its share coordinator."""
+    try:
+        _group, tid_text, p_text = key.rsplit(":", 2)
+        tid, partition = uuid.UUID(tid_text), int(p_text)
+    except ValueError:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid coordinator key {key!r}") from None
+    info = await ctx.services.topics.get_by_id(tid)
+    if info is None or not 0 <= partition < info.partitions:
+        raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no such partition {tid}-{partition}")
+    services = ctx.services
+    owner = services.cluster.leader_of(tid, partition)
+    if owner is None or owner == services.node_id:
+        try:  # nobody serves it yet (or we do): take it now, as a fetch would
+            await services.partitions.get(info, partition)
+            owner = services.node_id
+        except KafkaApiError:
+            owner = services.cluster.leader_of(tid, partition)
+    node = services.cluster.node(owner) if owner is not None else None
+    if node is None:
+        raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no owner of {tid}-{partition} yet")
+    return node
+
+
 async def _one(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     def fail(code: int, msg: str) -> Coordinator:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=msg)
 
     if key_type == KEY_TRANSACTION:
         return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet")
-    if key_type != KEY_GROUP:
+    if key_type not in (KEY_GROUP, KEY_SHARE):
         return fail(ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}")
     try:
-        node = await coordinators(ctx.services).find(key)
+        if key_type == KEY_SHARE:
+            node = await _share_state_owner(ctx, key)
+        else:
+            node = await coordinators(ctx.services).find(key)
     except KafkaApiError as e:
         return fail(e.error_code, e.message or str(e))
     return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=0, error_message=None)

@@ -46,12 +46,14 @@ JARS: tuple[Jar, ...] = (
     Jar("org.apache.kafka", "kafka-clients", KAFKA_VERSION,
         "1ab07317eb6633241392449d329dbdc5d9251e6ffc4926860f42dd966e88bdf9", ("*.json",)),
     # `__consumer_offsets` records of the classic group protocol (record types 1-2; type 0, the
-    # Legacy* schemas, has type 1's layout) and of the consumer group protocol (KIP-848, types
-    # 3-8 and 16). The share and streams group records are not written by this coordinator.
+    # Legacy* schemas, has type 1's layout), of the consumer group protocol (KIP-848, types
+    # 3-8 and 16) and the share groups' metadata and members (types 11 and 10). The other share
+    # and the streams group records are not written by this coordinator.
     Jar("org.apache.kafka", "kafka-group-coordinator", KAFKA_VERSION,
         "3fc830ace54f6a13f9f536bc0564bf39a68797365a4c4b194bd7db4fb893b2bc",
         ("OffsetCommitKey.json", "OffsetCommitValue.json", "GroupMetadataKey.json", "GroupMetadataValue.json",
-         "ConsumerGroup*.json")),
+         "ConsumerGroup*.json", "ShareGroupMetadataKey.json", "ShareGroupMetadataValue.json",
+         "ShareGroupMemberMetadataKey.json", "ShareGroupMemberMetadataValue.json")),
     # `__transaction_state` records.
     Jar("org.apache.kafka", "kafka-transaction-coordinator", KAFKA_VERSION,
         "1d5324d59776d6b7f324cfdc87647b1e88f9823332201c0324e7ae9f210d915d", ("TransactionLog*.json",)),

@@ -119,8 +119,33 @@ def test_group_value_v0_reads_rebalance_timeout_as_session_timeout() -> None:
     assert m.session_timeout == m.rebalance_timeout == 777 and m.group_instance_id is None
 
 
-def test_share_and_streams_group_keys_are_skipped() -> None:
-    assert decode_key(struct.pack(">h", 11) + b"\x00\x01x") is None
+def test_other_share_and_streams_group_keys_are_skipped() -> None:
+    # 12-15: share-group records this coordinator does not write; 17+: streams groups'.
+    assert decode_key(struct.pack(">h", 12) + b"\x00\x01x") is None
+    assert decode_key(struct.pack(">h", 17) + b"\x00\x01x") is None
+
+
+def test_share_group_records_round_trip() -> None:
+    from coordinator.group.records import (
+        ShareGroupMemberMetadataKey,
+        ShareGroupMemberMetadataValue,
+        ShareGroupMetadataKey,
+        ShareGroupMetadataValue,
+        decode_share_group_value,
+        decode_share_member_value,
+        encode_share_group,
+        encode_share_member,
+    )
+
+    key, value = encode_share_group("g", ShareGroupMetadataValue(epoch=4))
+    assert key == struct.pack(">h", 11) + _s("g") and value is not None
+    assert decode_key(key) == ShareGroupMetadataKey(group_id="g")
+    assert decode_share_group_value(value).epoch == 4
+    key, value = encode_share_member("g", "m", ShareGroupMemberMetadataValue(client_id="c", client_host="/h",
+                                                                              subscribed_topic_names=["t"]))
+    assert decode_key(key) == ShareGroupMemberMetadataKey(group_id="g", member_id="m")
+    assert value is not None and decode_share_member_value(value).subscribed_topic_names == ["t"]
+    assert encode_share_member("g", "m", None)[1] is None
 
 
 def test_consumer_group_records_round_trip() -> None:

@@ -59,6 +59,13 @@ SERVED = {
     75: (0, 0),  # DescribeTopicPartitions
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
+    76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
+    78: (1, 2),  # ShareFetch
+    79: (1, 2),  # ShareAcknowledge
+    90: (0, 1),  # DescribeShareGroupOffsets
+    91: (0, 0),  # AlterShareGroupOffsets
+    92: (0, 0),  # DeleteShareGroupOffsets
 }
 
 

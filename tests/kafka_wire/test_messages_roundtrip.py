@@ -112,8 +112,9 @@ def test_every_api_and_version_is_generated() -> None:
     # GroupMetadataKey, GroupMetadataValue 0-4,
     # ConsumerGroup{Metadata,PartitionMetadata,MemberMetadata,TargetAssignmentMetadata,
     # TargetAssignmentMember,CurrentMemberAssignment,RegularExpression}{Key,Value} 0 (KIP-848),
+    # ShareGroup{Metadata,MemberMetadata}{Key,Value} 0,
     # transaction log: TransactionLogKey, TransactionLogValue 0-1
-    data = 1 + 1 + 1 + 1 + 2 + 2 + 1 + 1 + 5 + 1 + 5 + 14 + 1 + 2
+    data = 1 + 1 + 1 + 1 + 2 + 2 + 1 + 1 + 5 + 1 + 5 + 14 + 4 + 1 + 2
     assert len(CASES) == expected + 3 + 2 + 4 + 4 + 1 + data
     assert len(CASES) > 600
 

@@ -1,0 +1,148 @@
+package quire.compat;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+/**
+ * KafkaShareConsumers (KIP-932) in one share group, each on its own thread, until `count`
+ * distinct records were accepted in all or the deadline. Every delivery is printed with its
+ * consumer, offset and delivery count.
+ *
+ * <p>mode=implicit|explicit: the acknowledgement mode. ack=accept|release|reject: what explicit
+ * consumers answer (release and reject end without reaching `count`: the run stops after
+ * `deliveries` deliveries). hold=true: one consumer, explicit mode, that takes one poll of
+ * records, acknowledges nothing and halts the JVM without closing (a crash while holding
+ * records). max_poll=N: max.poll.records. reset=earliest sets the group's share.auto.offset.reset first.
+ */
+final class ShareCommand {
+    private ShareCommand() {}
+
+    static void run(Harness.Args a) throws Exception {
+        String bootstrap = a.str("bootstrap");
+        String group = a.str("group");
+        String topic = a.str("topic");
+        if (!a.str("reset", "").isEmpty()) setReset(bootstrap, group, a.str("reset"));
+        boolean hold = Boolean.parseBoolean(a.str("hold", "false"));
+        String mode = hold ? "explicit" : a.str("mode", "implicit");
+        String ack = a.str("ack", "accept");
+        int consumers = hold ? 1 : a.integer("consumers", 1);
+        int maxPoll = a.integer("max_poll", 500);
+        int count = a.integer("count", 0);
+        int deliveries = a.integer("deliveries", Integer.MAX_VALUE);
+        long deadline = System.currentTimeMillis() + a.integer("timeout.ms", 60000);
+        Set<Long> accepted = ConcurrentHashMap.newKeySet();
+        java.util.concurrent.atomic.AtomicInteger delivered = new java.util.concurrent.atomic.AtomicInteger();
+        AtomicBoolean stop = new AtomicBoolean();
+        List<Thread> threads = new ArrayList<>();
+        List<Throwable> failures = new ArrayList<>();
+        for (int i = 0; i < consumers; i++) {
+            String name = "c" + i;
+            Thread t = new Thread(() -> {
+                try (KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(props(bootstrap, group, mode, name, maxPoll))) {
+                    c.subscribe(List.of(topic));
+                    while (!stop.get() && System.currentTimeMillis() < deadline) {
+                        var records = c.poll(Duration.ofMillis(200));
+                        for (ConsumerRecord<String, String> r : records) {
+                            Harness.emit("delivery", "consumer", name, "partition", r.partition(), "offset", r.offset(),
+                                    "value", r.value(), "delivery_count", r.deliveryCount().map(Short::intValue).orElse(-1));
+                            delivered.incrementAndGet();
+                            if (mode.equals("explicit") && !hold) {
+                                c.acknowledge(r, switch (ack) {
+                                    case "release" -> AcknowledgeType.RELEASE;
+                                    case "reject" -> AcknowledgeType.REJECT;
+                                    default -> AcknowledgeType.ACCEPT;
+                                });
+                            }
+                            if (ack.equals("accept")) accepted.add(((long) r.partition() << 40) | r.offset());
+                        }
+                        if (hold && !records.isEmpty()) {
+                            Harness.emit("holding", "consumer", name, "records", records.count());
+                            Harness.emit("done");
+                            System.out.flush();
+                            Runtime.getRuntime().halt(0);
+                        }
+                        if (mode.equals("explicit") && !records.isEmpty()) c.commitSync();
+                        if ((count > 0 && accepted.size() >= count) || delivered.get() >= deliveries) stop.set(true);
+                    }
+                } catch (Throwable e) {
+                    synchronized (failures) {
+                        failures.add(e);
+                    }
+                    stop.set(true);
+                }
+            }, name);
+            threads.add(t);
+            t.start();
+        }
+        for (Thread t : threads) t.join();
+        if (!failures.isEmpty()) throw new RuntimeException(failures.get(0));
+        Harness.emit("summary", "accepted", accepted.size(), "deliveries", delivered.get());
+        if (count > 0 && accepted.size() < count) {
+            throw new IllegalStateException("accepted " + accepted.size() + " of " + count + " before the deadline");
+        }
+    }
+
+    /** The group as Admin sees it: listGroups(type share) and describeShareGroups. */
+    static void describe(Harness.Args a) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, a.str("bootstrap"));
+        String group = a.str("group");
+        try (Admin admin = Admin.create(p)) {
+            Collection<GroupListing> listed = admin.listGroups(
+                    new ListGroupsOptions().withTypes(Set.of(GroupType.SHARE))).all().get();
+            for (GroupListing g : listed) {
+                Harness.emit("listed", "group", g.groupId(), "type", String.valueOf(g.type().orElse(null)),
+                        "state", String.valueOf(g.groupState().orElse(null)));
+            }
+            ShareGroupDescription d = admin.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+            List<Map<String, Object>> members = new ArrayList<>();
+            d.members().forEach(m -> members.add(Map.of("client_id", m.clientId(),
+                    "partitions", m.assignment().topicPartitions().stream().map(tp -> tp.topic() + "-" + tp.partition()).sorted().toList())));
+            Harness.emit("described", "group", d.groupId(), "state", String.valueOf(d.groupState()),
+                    "members", members);
+        }
+    }
+
+    static void setReset(String bootstrap, String group, String reset) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, group);
+            admin.incrementalAlterConfigs(Map.of(r, List.of(new AlterConfigOp(
+                    new ConfigEntry("share.auto.offset.reset", reset), AlterConfigOp.OpType.SET)))).all().get();
+        }
+    }
+
+    static Properties props(String bootstrap, String group, String mode, String clientId, int maxPoll) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.SHARE_ACKNOWLEDGEMENT_MODE_CONFIG, mode);
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPoll);
+        return p;
+    }
+}

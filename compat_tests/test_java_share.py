@@ -1,0 +1,186 @@
+"""KIP-932 share groups with the unchanged Java KafkaShareConsumer 4.4.0 (the harness's
+`share` command, compat_tests/java/src/quire/compat/ShareCommand.java) on `quire standalone`:
+implicit and explicit acknowledgement, several consumers sharing one partition, records of a
+crashed consumer coming back after their lock expires with their delivery count, the delivery
+limit archiving them, and acknowledgements surviving a restart of the partition owner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from compat_tests.support.clients import create_topic, unique
+from compat_tests.support.java_harness import one, only, run_harness
+from compat_tests.support.kafka_dist import run_tool
+from tests.support.gateway import StandaloneFactory, StandaloneGateway
+
+pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
+LOCK_MS = 4000  # group.share.record.lock.duration.ms of these gateways: a crashed holder's records return soon
+LIMIT = 3  # group.share.delivery.count.limit
+
+
+@pytest.fixture
+def gw(standalone_factory: StandaloneFactory) -> StandaloneGateway:
+    return standalone_factory(extra_args=["--group-share-record-lock-duration-ms", str(LOCK_MS),
+                                          "--group-share-delivery-count-limit", str(LIMIT)])
+
+
+def _bootstrap(gw: StandaloneGateway) -> str:
+    return f"{gw.host}:{gw.port}"
+
+
+@pytest.mark.compat(suite="share-groups", client="java-client")
+@pytest.mark.parametrize("mode", ["implicit", "explicit"])
+def test_share_consumer_reads_everything_once(gw: StandaloneGateway, mode: str) -> None:
+    bs, topic, group, count = _bootstrap(gw), unique("sh"), unique("sg"), 300
+    create_topic(bs, topic, partitions=2)
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=2)
+    events = run_harness("share", bootstrap=bs, topic=topic, group=group, mode=mode, count=count, reset="earliest")
+    deliveries = only(events, "delivery")
+    got = Counter((d["partition"], d["offset"]) for d in deliveries)
+    assert len(got) == count and set(got.values()) == {1}
+    assert {d["delivery_count"] for d in deliveries} == {1}
+    assert sorted(d["value"] for d in deliveries) == sorted(f"v-{i}" for i in range(count))
+
+
+@pytest.mark.compat(suite="share-groups", client="java-client")
+def test_share_consumers_split_one_partition(gw: StandaloneGateway) -> None:
+    bs, topic, group, count = _bootstrap(gw), unique("sh1"), unique("sg"), 1000
+    create_topic(bs, topic, partitions=1)
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=1)
+    # Explicit acknowledgement, committed after every poll: a closing consumer releases what it
+    # was given but had not returned yet, which would be delivered again (implicit mode too).
+    events = run_harness("share", bootstrap=bs, topic=topic, group=group, consumers=4, max_poll=20, count=count,
+                         mode="explicit", reset="earliest")
+    deliveries = only(events, "delivery")
+    offsets = [d["offset"] for d in deliveries]
+    # Disjoint (nothing delivered twice) and together everything.
+    assert sorted(offsets) == list(range(count))
+    assert len({d["consumer"] for d in deliveries}) >= 2
+    described = run_harness("share-describe", bootstrap=bs, group=group)
+    assert one(described, "described")["state"] in ("EMPTY", "Empty")
+    assert {e["group"]: e["type"] for e in only(described, "listed")}.get(group) == "Share"
+
+
+@pytest.mark.compat(suite="share-groups", client="java-client")
+def test_crashed_holders_records_come_back_with_their_count(gw: StandaloneGateway) -> None:
+    bs, topic, group, count = _bootstrap(gw), unique("sh2"), unique("sg"), 100
+    create_topic(bs, topic, partitions=1)
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=1)
+    held = only(run_harness("share", bootstrap=bs, topic=topic, group=group, hold="true", max_poll=30,
+                            reset="earliest"), "delivery")
+    assert held and {d["delivery_count"] for d in held} == {1}
+    # The holder died without a word: its records come back once their lock expires.
+    events = run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", count=count)
+    deliveries = only(events, "delivery")
+    assert sorted(d["offset"] for d in deliveries) == list(range(count))
+    held_offsets = {d["offset"] for d in held}
+    for d in deliveries:
+        assert d["delivery_count"] == (2 if d["offset"] in held_offsets else 1), d
+
+
+@pytest.mark.compat(suite="share-groups", client="java-client")
+@pytest.mark.parametrize("ack", ["release", "reject"])
+def test_released_records_stop_at_the_delivery_limit_and_rejected_ones_at_once(gw: StandaloneGateway, ack: str) -> None:
+    bs, topic, group, count = _bootstrap(gw), unique("sh3"), unique("sg"), 5
+    create_topic(bs, topic, partitions=1)
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=1)
+    rounds = LIMIT if ack == "release" else 1
+    deliveries = only(run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", ack=ack,
+                                  deliveries=count * rounds, reset="earliest"), "delivery")
+    per_offset: dict[int, list[int]] = {}
+    for d in deliveries:
+        per_offset.setdefault(d["offset"], []).append(d["delivery_count"])
+    assert per_offset == {o: list(range(1, rounds + 1)) for o in range(count)}
+    # Archived: nobody gets them again.
+    again = run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", timeout_ms=2500)
+    assert only(again, "delivery") == []
+
+
+@pytest.mark.compat(suite="share-groups", client="java-client")
+def test_acks_and_counts_survive_a_killed_partition_owner(gw: StandaloneGateway) -> None:
+    bs, topic, group, count = _bootstrap(gw), unique("sh4"), unique("sg"), 90
+    create_topic(bs, topic, partitions=1)
+    # Small batches: records are acquired a batch at a time, and each consumer takes only some.
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=1, **{"batch.size": 120})
+    first = only(run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", count=20,
+                             max_poll=10, reset="earliest"), "delivery")
+    accepted = {d["offset"] for d in first}
+    held = only(run_harness("share", bootstrap=bs, topic=topic, group=group, hold="true", max_poll=10), "delivery")
+    assert held and not accepted & {d["offset"] for d in held}
+    gw.kill()
+    gw.start()
+    rest = only(run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit",
+                            count=count - len(accepted)), "delivery")
+    # Nothing acknowledged comes again; everything else does, each count one more per earlier delivery.
+    assert sorted(d["offset"] for d in rest) == sorted(set(range(count)) - accepted)
+    before = Counter(d["offset"] for d in first + held)
+    for d in rest:
+        assert d["delivery_count"] == before[d["offset"]] + 1, d
+
+
+def _admin_json(gw: StandaloneGateway, *argv: str) -> Any:
+    out = subprocess.run([sys.executable, "-m", "quire", "admin", "--data-dir", str(gw.data_dir), "--json", *argv],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
+def _share_groups(bs: str, *args: str) -> str:
+    return run_tool("kafka-share-groups", ["--bootstrap-server", bs, *args], timeout=90).stdout
+
+
+def _table(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.compat(suite="share-groups", client="kafka-share-groups")
+def test_share_groups_tool_list_describe_reset_and_delete(gw: StandaloneGateway) -> None:
+    bs, topic, group, count = _bootstrap(gw), unique("sh5"), unique("sg"), 100
+    create_topic(bs, topic, partitions=2)
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=2)
+    run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", count=count, reset="earliest")
+    assert group in _share_groups(bs, "--list").split()
+    rows = _table(_share_groups(bs, "--describe", "--group", group))
+    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
+    assert sorted(rows[1:]) == [[group, topic, "0", "50", "0"], [group, topic, "1", "50", "0"]]
+    state = _table(_share_groups(bs, "--describe", "--group", group, "--state"))
+    assert state[1][0] == group and state[1][-2:] == ["Empty", "0"]
+    # Quire's own admin reads the same from the store.
+    listed = {d["group"]: d for d in _admin_json(gw, "groups", "list")}
+    assert (listed[group]["type"], listed[group]["state"]) == ("share", "Empty")
+    doc = _admin_json(gw, "groups", "describe", group)
+    assert [(p["partition"], p["start_offset"], p["in_flight"], p["backlog"], p["log_end_offset"])
+            for p in doc["partitions"]] == [(0, 50, 0, 0, 50), (1, 50, 0, 0, 50)]
+    # Back to the start: the next consumer gets everything again, as first deliveries.
+    reset = _table(_share_groups(bs, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
+                                 "--execute"))
+    assert sorted(reset[1:]) == [[group, topic, "0", "0"], [group, topic, "1", "0"]]
+    again = only(run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", count=count),
+                 "delivery")
+    assert len(again) == count and {d["delivery_count"] for d in again} == {1}
+    assert "Successful" in _share_groups(bs, "--delete-offsets", "--group", group, "--topic", topic)
+    assert "has no offset information" in _share_groups(bs, "--describe", "--group", group)
+    assert "was successful" in _share_groups(bs, "--delete", "--group", group)
+    assert group not in _share_groups(bs, "--list").split()
+
+
+@pytest.mark.compat(suite="share-groups", client="kafka-console-share-consumer")
+def test_console_share_consumer_with_group_config_from_kafka_configs(gw: StandaloneGateway) -> None:
+    bs, topic, group, count = _bootstrap(gw), unique("sh6"), unique("sg"), 20
+    create_topic(bs, topic, partitions=1)
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=1)
+    run_tool("kafka-configs", ["--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", group,
+                               "--alter", "--add-config", "share.auto.offset.reset=earliest"], timeout=90)
+    described = run_tool("kafka-configs", ["--bootstrap-server", bs, "--entity-type", "groups", "--entity-name",
+                                           group, "--describe"], timeout=90).stdout
+    assert "share.auto.offset.reset=earliest" in described
+    out = run_tool("kafka-console-share-consumer", ["--bootstrap-server", bs, "--topic", topic, "--group", group,
+                                                    "--max-messages", str(count), "--timeout-ms", "30000"],
+                   timeout=120).stdout
+    assert sorted(out.split()) == sorted(f"v-{i}" for i in range(count))

@@ -1,0 +1,374 @@
+"""One share-partition's delivery state (Kafka's SharePartition), kept by the partition's owner.
+
+Offsets before the share-partition start offset (SPSO) are done. From the SPSO to `end` (the
+first offset never acquired) the state is a sorted run of spans, each a range of offsets with
+one state, delivery count and (while ACQUIRED) holder and acquisition lock: the size follows the
+number of ranges, never of records. Records are acquired as whole stored batches (their offset
+ranges from the batch headers, no record decoding), expired locks return them to AVAILABLE, and
+reaching the delivery-count limit archives them. Every change a client is answered about is
+persisted first through a `ShareStateStore` (the cursor of the partition's log, see
+gateway/shares.py), as the SPSO plus the spans that carry a count or a final state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from sortedcontainers import SortedDict
+
+from coordinator.share.config import ShareConfig
+from store.clock import SYSTEM_CLOCK, Clock, TimerHandle
+
+log = logging.getLogger(__name__)
+
+
+class RecordState(enum.IntEnum):
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AckType(enum.IntEnum):
+    """ShareFetch/ShareAcknowledge AcknowledgeTypes (Kafka 4.4)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+StoredSpan = tuple[int, int, int, int]  # first, last, state (AVAILABLE/ACKNOWLEDGED/ARCHIVED), delivery count
+
+
+@dataclass
+class Span:
+    first: int
+    last: int
+    state: RecordState
+    count: int = 0  # deliveries so far
+    member: str | None = None  # holder while ACQUIRED
+    lock: int = 0  # acquisition id while ACQUIRED (its timer returns the span)
+
+    def same(self, o: Span) -> bool:
+        return (self.state, self.count, self.member, self.lock) == (o.state, o.count, o.member, o.lock)
+
+
+class ShareStateStore(Protocol):
+    async def save(self, spso: int, spans: list[StoredSpan]) -> None:
+        """Durably record the state; returns once a takeover would see it."""
+        ...
+
+
+class InvalidRecordState(Exception):
+    """An acknowledgement of records not acquired by the member (INVALID_RECORD_STATE)."""
+
+
+def encode_spans(spans: list[StoredSpan]) -> str:
+    return ",".join(f"{f}-{la}:{s}:{c}" for f, la, s, c in spans)
+
+
+def decode_spans(text: str) -> list[StoredSpan]:
+    out: list[StoredSpan] = []
+    for item in filter(None, text.split(",")):
+        rng, s, c = item.split(":")
+        f, la = rng.split("-")
+        out.append((int(f), int(la), int(s), int(c)))
+    return out
+
+
+class SharePartition:
+    def __init__(
+        self,
+        spso: int,
+        config: ShareConfig,
+        *,
+        store: ShareStateStore | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        on_available: Callable[[], None] | None = None,
+        stored: list[StoredSpan] | None = None,
+    ) -> None:
+        self.spso = spso
+        self.end = spso
+        self.config = config
+        self.store = store
+        self._clock = clock
+        self._on_available = on_available
+        self._spans: SortedDict = SortedDict()  # first -> Span
+        self._locks: dict[int, TimerHandle] = {}
+        self._next_lock = 0
+        for f, la, s, c in stored or ():
+            if la < spso:
+                continue
+            f = max(f, spso)
+            if f > self.end:  # never persisted between: available, never delivered
+                self._put(Span(self.end, f - 1, RecordState.AVAILABLE))
+            self._put(Span(f, la, RecordState(s), c))
+            self.end = la + 1
+        self._advance()
+
+    # ---- views ---------------------------------------------------------------------------
+
+    def spans(self) -> list[Span]:
+        return list(self._spans.values())
+
+    def in_flight(self) -> int:
+        """Offsets acquired now."""
+        return sum(s.last - s.first + 1 for s in self._spans.values() if s.state is RecordState.ACQUIRED)
+
+    def archived(self) -> int:
+        return sum(s.last - s.first + 1 for s in self._spans.values() if s.state in DONE)
+
+    def fetch_start(self) -> int:
+        """Where a read for acquisition starts: the first AVAILABLE offset, else `end`."""
+        for s in self._spans.values():
+            if s.state is RecordState.AVAILABLE:
+                return s.first
+        return self.end
+
+    def has_available(self, high_watermark: int) -> bool:
+        return self.end < high_watermark or any(s.state is RecordState.AVAILABLE for s in self._spans.values())
+
+    def stored(self) -> list[StoredSpan]:
+        """What a takeover needs: spans with a count or a final state (acquired ones as
+        AVAILABLE with their count), neighbours alike merged."""
+        out: list[StoredSpan] = []
+        for s in self._spans.values():
+            st = RecordState.AVAILABLE if s.state is RecordState.ACQUIRED else s.state
+            if st is RecordState.AVAILABLE and s.count == 0:
+                continue
+            if out and out[-1][1] + 1 == s.first and out[-1][2:] == (st, s.count):
+                out[-1] = (out[-1][0], s.last, st, s.count)
+            else:
+                out.append((s.first, s.last, int(st), s.count))
+        return out
+
+    async def persist(self) -> None:
+        if self.store is not None:
+            await self.store.save(self.spso, self.stored())
+
+    # ---- span bookkeeping ----------------------------------------------------------------
+
+    def _put(self, s: Span) -> None:
+        self._spans[s.first] = s
+
+    def _split_at(self, offset: int) -> None:
+        """Make `offset` start a span, if a span covers it."""
+        idx = self._spans.bisect_right(offset) - 1
+        if idx < 0:
+            return
+        s: Span = self._spans.peekitem(idx)[1]
+        if s.first < offset <= s.last:
+            self._put(Span(offset, s.last, s.state, s.count, s.member, s.lock))
+            s.last = offset - 1
+
+    def _range(self, first: int, last: int) -> list[Span]:
+        """The spans exactly covering [first, last] ∩ [spso, end), split at both ends."""
+        first, last = max(first, self.spso), min(last, self.end - 1)
+        if first > last:
+            return []
+        self._split_at(first)
+        self._split_at(last + 1)
+        return [self._spans[k] for k in self._spans.irange(first, last)]
+
+    def _coalesce(self) -> None:
+        prev: Span | None = None
+        for k in list(self._spans):
+            s = self._spans[k]
+            if prev is not None and prev.last + 1 == s.first and prev.same(s):
+                prev.last = s.last
+                del self._spans[k]
+            else:
+                prev = s
+
+    def _advance(self) -> None:
+        """Move the SPSO past finished records."""
+        while self._spans:
+            s: Span = self._spans.peekitem(0)[1]
+            if s.state not in DONE:
+                break
+            del self._spans[s.first]
+            self.spso = s.last + 1
+        if not self._spans:
+            self.spso = max(self.spso, self.end)
+            self.end = self.spso
+
+    def skip_to(self, log_start: int) -> None:
+        """Records before the log start are gone (retention, DeleteRecords): move past them."""
+        if log_start <= self.spso:
+            return
+        for k in list(self._spans.irange(maximum=log_start - 1)):
+            s = self._spans[k]
+            if s.last < log_start:
+                del self._spans[k]
+            else:
+                del self._spans[k]
+                s.first = log_start
+                self._put(s)
+        self.spso = log_start
+        self.end = max(self.end, log_start)
+
+    # ---- acquisition ---------------------------------------------------------------------
+
+    def acquire(
+        self, member: str, batches: list[tuple[int, int]], max_records: int, skip: frozenset[int] = frozenset()
+    ) -> list[tuple[int, int, int]]:
+        """Acquire for `member` what is acquirable in these stored batches ((base, last offset)
+        from their headers, in order), whole batches at a time, until `max_records` or the
+        in-flight limit. Batches whose base offset is in `skip` hold nothing for consumers
+        (transaction markers; aborted transactions' records under read_committed): they are
+        archived as they are reached. Returns the acquired (first, last, delivery count) runs."""
+        lock = self._next_lock = self._next_lock + 1
+        got = 0
+        out: list[tuple[int, int, int]] = []
+        for base, last in batches:
+            if got >= max_records:
+                break
+            if last < self.spso:
+                continue
+            if base in skip:
+                if last >= self.end:
+                    self._put(Span(max(base, self.end), last, RecordState.ARCHIVED))
+                    self.end = last + 1
+                continue
+            for s in self._range(base, last):
+                if s.state is RecordState.AVAILABLE:
+                    self._take(s, member, lock, out)
+                    got += s.last - s.first + 1
+            if last >= self.end:
+                if self.end - self.spso >= self.config.partition_max_record_locks:
+                    break
+                s = Span(max(base, self.end), last, RecordState.AVAILABLE)
+                self._put(s)
+                self.end = last + 1
+                self._take(s, member, lock, out)
+                got += s.last - s.first + 1
+        if out:
+            self._locks[lock] = self._clock.call_later(
+                self.config.record_lock_duration_ms / 1000, self._expire, lock
+            )
+        self._settle()
+        return out
+
+    def _take(self, s: Span, member: str, lock: int, out: list[tuple[int, int, int]]) -> None:
+        s.state, s.member, s.lock = RecordState.ACQUIRED, member, lock
+        s.count += 1
+        if out and out[-1][1] + 1 == s.first and out[-1][2] == s.count:
+            out[-1] = (out[-1][0], s.last, s.count)
+        else:
+            out.append((s.first, s.last, s.count))
+
+    def _give_back(self, s: Span) -> None:
+        """An ACQUIRED span returns: AVAILABLE, or ARCHIVED at the delivery limit."""
+        s.member, s.lock = None, 0
+        s.state = RecordState.ARCHIVED if s.count >= self.config.delivery_count_limit else RecordState.AVAILABLE
+
+    def _expire(self, lock: int) -> None:
+        self._locks.pop(lock, None)
+        returned = False
+        for s in self._spans.values():
+            if s.state is RecordState.ACQUIRED and s.lock == lock:
+                self._give_back(s)
+                returned = True
+        if returned:
+            self._settle()
+            self._after_change()
+
+    def _settle(self) -> None:
+        self._advance()
+        self._coalesce()
+
+    def _after_change(self) -> None:
+        """A change nobody awaits (a timer): persist in the background and wake fetchers."""
+        if self.store is not None:
+            task = asyncio.get_running_loop().create_task(self.persist())
+            task.add_done_callback(_log_failure)
+        if self._on_available is not None:
+            self._on_available()
+
+    def release_member(self, member: str) -> bool:
+        """The member's share session ended: its records return. True if any did."""
+        returned = False
+        for s in self._spans.values():
+            if s.state is RecordState.ACQUIRED and s.member == member:
+                self._give_back(s)
+                returned = True
+        if returned:
+            self._settle()
+            if self._on_available is not None:
+                self._on_available()
+        return returned
+
+    # ---- acknowledgement -----------------------------------------------------------------
+
+    def acknowledge(self, member: str, first: int, last: int, types: list[int]) -> None:
+        """One AcknowledgementBatch: one type for all of first..last, or one per offset.
+        Offsets before the SPSO are finished and ignored. Raises InvalidRecordState (changing
+        nothing) unless every other offset is ACQUIRED by `member`, and ValueError for a
+        malformed batch."""
+        if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
+            raise ValueError(f"bad acknowledgement batch {first}-{last} with {len(types)} types")
+        if any(t not in AckType._value2member_map_ for t in types):
+            raise ValueError(f"unknown acknowledge type in {types}")
+        if last < self.spso:
+            return  # all finished already: Kafka answers such acknowledgements without an error
+        if first < self.spso:
+            if len(types) > 1:
+                types = types[self.spso - first :]
+            first = self.spso
+        runs: list[tuple[int, int, AckType]] = []
+        if len(types) == 1:
+            runs.append((first, last, AckType(types[0])))
+        else:
+            for i, t in enumerate(types):
+                o = first + i
+                if runs and runs[-1][2] == t:
+                    runs[-1] = (runs[-1][0], o, runs[-1][2])
+                else:
+                    runs.append((o, o, AckType(t)))
+        if first < self.spso or last >= self.end:
+            raise InvalidRecordState(f"offsets {first}-{last} are not in flight")
+        for f, la, t in runs:
+            if t is AckType.GAP:
+                continue
+            for s in self._range(f, la):
+                if s.state is not RecordState.ACQUIRED or s.member != member:
+                    self._coalesce()  # undo the splits: nothing changed
+                    raise InvalidRecordState(f"offset {s.first} is not acquired by the member")
+        renewed: int | None = None
+        for f, la, t in runs:
+            for s in self._range(f, la):
+                if t is AckType.GAP or t is AckType.REJECT:
+                    s.state, s.member, s.lock = RecordState.ARCHIVED, None, 0
+                elif t is AckType.ACCEPT:
+                    s.state, s.member, s.lock = RecordState.ACKNOWLEDGED, None, 0
+                elif t is AckType.RELEASE:
+                    self._give_back(s)
+                elif t is AckType.RENEW:
+                    if renewed is None:
+                        renewed = self._next_lock = self._next_lock + 1
+                    s.lock = renewed
+        if renewed is not None:
+            self._locks[renewed] = self._clock.call_later(
+                self.config.record_lock_duration_ms / 1000, self._expire, renewed
+            )
+        self._settle()
+        if self._on_available is not None and any(t is AckType.RELEASE for _, _, t in runs):
+            self._on_available()
+
+    def close(self) -> None:
+        for h in self._locks.values():
+            h.cancel()
+        self._locks.clear()
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("share-partition state not persisted: %r", task.exception())

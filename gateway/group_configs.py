@@ -1,0 +1,126 @@
+"""Dynamic group configs (the GROUP config resource, KIP-848/KIP-932): kept in one metadata node
+per group (`/kafka/group-configs/<group>`, JSON {name: value}), read by DescribeConfigs and by the
+share-partitions of the group when they open."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.topics.configs import ConfigSource, ConfigType
+from gateway.topics.describe import ConfigEntry
+from store.meta.api import BadVersionError, NodeExistsError, NoNodeError
+
+if TYPE_CHECKING:
+    from gateway.services import GatewayServices
+
+GROUP_CONFIGS_PATH = "/kafka/group-configs"
+
+
+@dataclass(frozen=True)
+class GroupConfigDef:
+    name: str
+    type: ConfigType
+    default: str
+    doc: str
+    choices: tuple[str, ...] = ()
+    min: int | None = None
+    max: int | None = None
+
+
+# Kafka 4.4's GroupConfig names and defaults (the broker-level limits are Kafka's too).
+GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
+    GroupConfigDef("consumer.heartbeat.interval.ms", ConfigType.INT, "5000",
+                   "The heartbeat interval given to the members of a consumer group.", min=1),
+    GroupConfigDef("consumer.session.timeout.ms", ConfigType.INT, "45000",
+                   "The timeout to detect client failures when using the consumer group protocol.", min=1),
+    GroupConfigDef("share.auto.offset.reset", ConfigType.STRING, "latest",
+                   "The strategy to initialize the share-partition start offset.", choices=("latest", "earliest")),
+    GroupConfigDef("share.heartbeat.interval.ms", ConfigType.INT, "5000",
+                   "The heartbeat interval given to the members of a share group.", min=5000, max=15000),
+    GroupConfigDef("share.isolation.level", ConfigType.STRING, "read_uncommitted",
+                   "Controls how to read records written transactionally.",
+                   choices=("read_uncommitted", "read_committed")),
+    GroupConfigDef("share.record.lock.duration.ms", ConfigType.INT, "30000",
+                   "The record acquisition lock duration in milliseconds for share groups.", min=15000, max=60000),
+    GroupConfigDef("share.session.timeout.ms", ConfigType.INT, "45000",
+                   "The timeout to detect client failures when using the share group protocol.",
+                   min=45000, max=60000),
+)}
+
+
+def path_of(group_id: str) -> str:
+    return f"{GROUP_CONFIGS_PATH}/{group_id.encode().hex()}"
+
+
+async def read_group_configs(services: GatewayServices, group_id: str) -> tuple[dict[str, str], int]:
+    """(overrides, node version or -1)."""
+    try:
+        data, stat = await services.meta.get(path_of(group_id))
+    except NoNodeError:
+        return {}, -1
+    return {str(k): str(v) for k, v in json.loads(data or b"{}").items()}, stat.version
+
+
+async def write_group_configs(services: GatewayServices, group_id: str, configs: dict[str, str], version: int) -> None:
+    """Replace the overrides (compare-and-set on `version`; BadVersionError if it moved)."""
+    data = json.dumps(configs, sort_keys=True).encode()
+    path = path_of(group_id)
+    if version < 0:
+        try:
+            await services.meta.create(path, data, make_parents=True)
+        except NodeExistsError:
+            raise BadVersionError(path) from None
+    else:
+        await services.meta.set(path, data, version)
+
+
+async def group_config_value(services: GatewayServices, group_id: str, name: str) -> str | None:
+    """The group's override of `name`, None if not set."""
+    configs, _ = await read_group_configs(services, group_id)
+    return configs.get(name)
+
+
+def validate(name: str, value: str) -> str | None:
+    """Why `value` is not acceptable for `name` (Kafka's wording where it has one), else None."""
+    d = GROUP_CONFIG_DEFS.get(name)
+    if d is None:
+        return f"Unknown group config name: {name}"
+    if d.choices and value.lower() not in d.choices:
+        return f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(d.choices)}"
+    if d.type == ConfigType.INT:
+        try:
+            n = int(value)
+        except ValueError:
+            return f"Invalid value {value} for configuration {name}: Not a number of type INT"
+        if d.min is not None and n < d.min:
+            return f"{name} must be greater than or equal to {d.min}"
+        if d.max is not None and n > d.max:
+            return f"{name} must be less than or equal to {d.max}"
+    return None
+
+
+def _default(services: GatewayServices, d: GroupConfigDef) -> str:
+    """A group config's default: the broker setting it defaults to, where there is one."""
+    share = services.config.share
+    broker = {
+        "share.record.lock.duration.ms": share.record_lock_duration_ms,
+        "share.session.timeout.ms": share.session_timeout_ms,
+        "share.heartbeat.interval.ms": share.heartbeat_interval_ms,
+    }
+    return str(broker.get(d.name, d.default))
+
+
+async def group_entries(services: GatewayServices, group_id: str) -> list[ConfigEntry]:
+    """DescribeConfigs of the GROUP resource: every group config, the group's value or the default."""
+    overrides, _ = await read_group_configs(services, group_id)
+    out = []
+    for name in sorted(GROUP_CONFIG_DEFS):
+        d = GROUP_CONFIG_DEFS[name]
+        if name in overrides:
+            value, source = overrides[name], ConfigSource.DYNAMIC_GROUP_CONFIG
+        else:
+            value, source = _default(services, d), ConfigSource.DEFAULT_CONFIG
+        out.append(ConfigEntry(name, value, source, False, d.type, d.doc, ()))
+    return out

@@ -1,0 +1,212 @@
+"""ShareFetch (v1-2): share sessions, piggybacked acknowledgements, and records acquired for
+the member as whole stored batches (their offset ranges from batch headers; the records are
+sent as stored and the client keeps those in its AcquiredRecords). Long polling wakes on appends
+and on records coming back (lock expiry, release)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+
+from gateway.context import RequestContext
+from gateway.errors import KafkaApiError
+from gateway.partition.lookup import TopicCache
+from gateway.shares import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    SharePartitions,
+    acknowledge,
+    release_session,
+    share_partitions,
+)
+from kafka_log.view import batch_offsets
+from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+
+Resp = ShareFetchResponse
+log = logging.getLogger(__name__)
+DEFAULT_MAX_RECORDS = 500
+_BATCH_HEADER = 61
+_LEN_AT = 8
+_ATTRIBUTES_AT = 21  # v2 batch header: base offset 8, length 4, epoch 4, magic 1, crc 4
+_CONTROL_BIT = 0x20
+_TRANSACTIONAL_BIT = 0x10
+_PRODUCER_ID_AT = 43  # ... attributes 2, last offset delta 4, base and max timestamps 16
+
+
+def _no_leader() -> Resp.LeaderIdAndEpoch:
+    return Resp.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)
+
+
+def _whole_batches(
+    bufs: Sequence[bytes | memoryview], aborted: list[tuple[int, int]] | None = None
+) -> tuple[list[tuple[int, int, bytes | memoryview]], frozenset[int]]:
+    """(base, last offset, bytes) of every complete batch read (a cut-off last one is dropped),
+    and the base offsets of those holding nothing for a consumer, from the batch headers:
+    control batches, and with `aborted` ((producer id, first offset) of the aborted transactions
+    the read overlaps, as read_committed gives them) the batches of those transactions, found
+    as Kafka's consumer finds them."""
+    out = []
+    skip = set()
+    pending = sorted(aborted or [], key=lambda a: a[1])
+    active: set[int] = set()
+    for b in bufs:
+        if len(b) < _BATCH_HEADER or len(b) < 12 + int.from_bytes(bytes(b[_LEN_AT:_LEN_AT + 4]), "big"):
+            break
+        base, last = batch_offsets(b)
+        out.append((base, last, b))
+        attributes = int.from_bytes(bytes(b[_ATTRIBUTES_AT:_ATTRIBUTES_AT + 2]), "big")
+        pid = int.from_bytes(bytes(b[_PRODUCER_ID_AT:_PRODUCER_ID_AT + 8]), "big", signed=True)
+        while pending and pending[0][1] <= last:
+            active.add(pending.pop(0)[0])
+        if attributes & _CONTROL_BIT:
+            skip.add(base)
+            active.discard(pid)  # the marker ends its transaction
+        elif attributes & _TRANSACTIONAL_BIT and pid in active:
+            skip.add(base)
+    return out, frozenset(skip)
+
+
+async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Resp:
+    if not req.group_id:
+        return Resp(error_code=ErrorCode.INVALID_REQUEST, error_message="GroupId must be set")
+    if not req.member_id:
+        return Resp(error_code=ErrorCode.INVALID_REQUEST, error_message="MemberId must be set")
+    shares = share_partitions(ctx.services)
+    group, member = req.group_id, req.member_id
+    try:
+        session = shares.session(group, member, req.share_session_epoch)
+    except KafkaApiError as e:
+        return Resp(error_code=e.error_code, error_message=e.message)
+    config = await shares.group_share_config(group)
+    cache = TopicCache(ctx.services)
+    parts: dict[tuple[uuid.UUID, int], Resp.PartitionData] = {}
+
+    def part(key: tuple[uuid.UUID, int]) -> Resp.PartitionData:
+        if key not in parts:
+            # records is not nullable: an empty record set when nothing was acquired
+            parts[key] = Resp.PartitionData(partition_index=key[1], current_leader=_no_leader(), records=b"")
+        return parts[key]
+
+    final = req.share_session_epoch == FINAL_EPOCH
+    for f in req.forgotten_topics_data:
+        for index in f.partitions:
+            if (f.topic_id, index) in session.partitions:
+                session.partitions.remove((f.topic_id, index))
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.topic_id, p.partition_index)
+            if key not in session.partitions and not final:
+                session.partitions.append(key)
+            if p.acknowledgement_batches:
+                code, msg = await acknowledge(shares, cache, group, member, t.topic_id, p.partition_index,
+                                              p.acknowledgement_batches)
+                pd = part(key)
+                pd.acknowledge_error_code, pd.acknowledge_error_message = code, msg
+    if final:
+        release_session(shares, session)
+    elif req.is_renew_ack:
+        pass  # a request renewing locks acquires nothing (KIP-1222)
+    else:
+        if req.share_session_epoch == INITIAL_EPOCH:
+            await _apply_resets(shares, cache, group, session.partitions)
+        await _acquire(ctx, req, session.partitions, cache, group, member, part)
+    by_topic: dict[uuid.UUID, list[Resp.PartitionData]] = {}
+    for (tid, _), pd in parts.items():
+        by_topic.setdefault(tid, []).append(pd)
+    return Resp(
+        acquisition_lock_timeout_ms=config.record_lock_duration_ms,
+        responses=[Resp.ShareFetchableTopicResponse(topic_id=tid, partitions=ps) for tid, ps in by_topic.items()],
+    )
+
+
+async def _apply_resets(
+    shares: SharePartitions, cache: TopicCache, group: str, keys: list[tuple[uuid.UUID, int]]
+) -> None:
+    """A session opens: offsets altered or deleted while the group was empty take effect."""
+    plogs = []
+    for key in keys:
+        with contextlib.suppress(KafkaApiError):
+            plogs.append((await cache.log(*key))[1])
+    try:
+        await shares.apply_resets(group, plogs)
+    except Exception as e:
+        log.warning("share group %s: offset resets not applied: %r", group, e)
+
+
+async def _acquire(
+    ctx: RequestContext, req: ShareFetchRequest, keys: list[tuple[uuid.UUID, int]], cache: TopicCache,
+    group: str, member: str, part: Callable[[tuple[uuid.UUID, int]], Resp.PartitionData],
+) -> None:
+    shares = share_partitions(ctx.services)
+    deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
+    max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
+    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    while True:
+        got, waitables = 0, []
+        remaining_bytes = max_bytes
+        for key in list(keys):
+            try:
+                _, plog = await cache.log(*key)
+                sp = await shares.get(group, plog)
+                assert sp is not None
+            except KafkaApiError as e:
+                pd = part(key)
+                pd.error_code, pd.error_message = e.error_code, e.message
+                continue
+            waitables.append((plog, shares.entry_of(group, plog)))
+            if got >= max_records or remaining_bytes <= 0:
+                continue
+            sp.skip_to(plog.log_start_offset)
+            committed = sp.config.read_committed
+            if not sp.has_available(plog.last_stable_offset if committed else plog.high_watermark):
+                continue
+            try:
+                if committed:
+                    bufs, aborted = await plog.read_committed(sp.fetch_start(), remaining_bytes, min_one=got == 0)
+                else:
+                    bufs, aborted = await plog.read(sp.fetch_start(), remaining_bytes, min_one=got == 0), None
+            except KafkaApiError as e:
+                pd = part(key)
+                pd.error_code, pd.error_message = e.error_code, e.message
+                continue
+            batches, skip = _whole_batches(bufs, aborted)
+            runs = sp.acquire(member, [(b, la) for b, la, _ in batches], max_records - got, skip)
+            if not runs:
+                continue
+            try:
+                await sp.persist()  # the delivery counts survive a takeover
+            except Exception as e:
+                sp.release_member(member)
+                pd = part(key)
+                pd.error_code, pd.error_message = ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not stored: {e!r}"
+                continue
+            send = [data for base, last, data in batches if any(f <= last and base <= la for f, la, _ in runs)]
+            records = b"".join(bytes(d) for d in send)
+            pd = part(key)
+            pd.records = records
+            pd.acquired_records = [Resp.AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c)
+                                   for f, la, c in runs]
+            got += sum(la - f + 1 for f, la, _ in runs)
+            remaining_bytes -= len(records)
+        remaining = deadline - time.monotonic()
+        if got or remaining <= 0 or not waitables or (req.min_bytes <= 0 and req.max_wait_ms <= 0):
+            return
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for plog, entry in waitables:
+            plog.add_waiter(woken)
+            if entry is not None:
+                entry.waiters.add(woken)
+        try:
+            await asyncio.wait_for(asyncio.shield(woken), remaining)
+        except TimeoutError:
+            return
+        finally:
+            for plog, entry in waitables:
+                plog.remove_waiter(woken)
+                if entry is not None:
+                    entry.waiters.discard(woken)

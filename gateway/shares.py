@@ -1,0 +1,296 @@
+"""Glue between the gateway and coordinator/share on a partition's owner: one SharePartition per
+(share group, owned partition), its state persisted on the partition log's durable cursor
+`share:<group>` (mark-delete follows the SPSO, so retention keeps what the group has not
+finished; the offset-exact SPSO and the spans are the cursor's properties, written to its
+ledger), and the share sessions of ShareFetch/ShareAcknowledge (KIP-932 ShareSessionCache)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from coordinator.share.config import AUTO_OFFSET_RESET_EARLIEST, ShareConfig
+from coordinator.share.partition import (
+    InvalidRecordState,
+    SharePartition,
+    StoredSpan,
+    decode_spans,
+    encode_spans,
+)
+from gateway.errors import KafkaApiError
+from gateway.group_configs import read_group_configs
+from gateway.partition.lookup import TopicCache
+from gateway.share_offsets import DELETED, SharePublisher, clear_resets, read_resets, reset_key, stats_of
+from kafka_wire.errors import ErrorCode
+from store.managed.cursor import ManagedCursor
+from store.managed.position import Position
+
+if TYPE_CHECKING:
+    from gateway.partition.log import PartitionLog
+    from gateway.services import GatewayServices
+
+log = logging.getLogger(__name__)
+
+CURSOR_PREFIX = "share:"
+SPSO_PROP = "share.spso"
+SPANS_PROP = "share.spans"
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+PartitionKey = tuple[uuid.UUID, int]
+
+
+class CursorShareStore:
+    """A share-partition's state on its cursor: SPSO and spans as properties (one delta record
+    per save, size following the spans), mark-delete at the entry before the SPSO's."""
+
+    def __init__(self, cursor: ManagedCursor, plog: PartitionLog, on_saved: Callable[[], None] | None = None) -> None:
+        self.cursor = cursor
+        self.plog = plog
+        self.on_saved = on_saved
+
+    async def save(self, spso: int, spans: list[StoredSpan]) -> None:
+        await self.cursor.set_properties({SPSO_PROP: str(spso), SPANS_PROP: encode_spans(spans)})
+        if spso >= self.plog.high_watermark:
+            pos = self.plog.ml.next_position(self.plog.ml.last_confirmed)
+        else:
+            pos = await self.plog.position_of(max(spso, self.plog.log_start_offset))
+        target = Position(pos.ledger_id, pos.entry_id - 1)
+        if target > self.cursor.mark_delete:
+            await self.cursor.mark_delete_to(target)
+        elif target < self.cursor.mark_delete:
+            await self.cursor.seek(pos)  # moved back (AlterShareGroupOffsets)
+        if self.on_saved is not None:
+            self.on_saved()
+
+
+@dataclass
+class _Entry:
+    plog: PartitionLog
+    sp: SharePartition
+    waiters: set[asyncio.Future[None]] = field(default_factory=set)
+
+    def wake(self) -> None:
+        for w in self.waiters:
+            if not w.done():
+                w.set_result(None)
+
+
+@dataclass
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int = 1  # the epoch the next request must carry
+    partitions: list[PartitionKey] = field(default_factory=list)
+    last_used: float = 0.0  # monotonic seconds
+
+
+def next_epoch(epoch: int) -> int:
+    return 1 if epoch >= 0x7FFFFFFF else epoch + 1
+
+
+class SharePartitions:
+    """Every share-partition this gateway serves, and the share sessions."""
+
+    def __init__(self, services: GatewayServices) -> None:
+        self.services = services
+        self.config: ShareConfig = services.config.share
+        self._entries: dict[tuple[str, uuid.UUID, int], _Entry] = {}
+        self._locks: dict[tuple[str, uuid.UUID, int], asyncio.Lock] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.publisher = SharePublisher(services.meta)
+
+    async def get(self, group_id: str, plog: PartitionLog, *, create: bool = True) -> SharePartition | None:
+        key = (group_id, plog.topic.topic_id, plog.partition)
+        e = self._entries.get(key)
+        if e is not None and e.plog is plog and not plog.lost:
+            return e.sp
+        if not create:
+            return None
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            e = self._entries.get(key)
+            if e is not None and e.plog is plog and not plog.lost:
+                return e.sp
+            if e is not None:
+                self._drop(key)
+            e = await self._open(group_id, plog)
+            self._entries[key] = e
+            plog.add_lost_listener(lambda: self._drop(key, e))
+            return e.sp
+
+    async def _open(self, group_id: str, plog: PartitionLog) -> _Entry:
+        name = CURSOR_PREFIX + group_id
+        try:
+            cur = await plog.ml.open_cursor(name, "latest")
+        except Exception as e:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"share-partition state: {e!r}") from e
+        props = cur.properties
+        holder: list[_Entry] = []
+        store = CursorShareStore(cur, plog, lambda: self.publisher.note(plog, group_id, stats_of(holder[0].sp, plog.high_watermark)))
+        config = await self.group_share_config(group_id)
+        if SPSO_PROP in props:
+            spso = int(props[SPSO_PROP])
+            stored = decode_spans(props.get(SPANS_PROP, ""))
+            sp = SharePartition(spso, config, store=store, stored=stored, on_available=lambda: holder[0].wake())
+            sp.skip_to(plog.log_start_offset)
+        else:
+            earliest = config.auto_offset_reset == AUTO_OFFSET_RESET_EARLIEST
+            spso = plog.log_start_offset if earliest else plog.high_watermark
+            sp = SharePartition(spso, config, store=store, on_available=lambda: holder[0].wake())
+        holder.append(_Entry(plog, sp))
+        if SPSO_PROP not in props:
+            await sp.persist()  # the initial SPSO is fixed from now on
+        return holder[0]
+
+    async def group_share_config(self, group_id: str) -> ShareConfig:
+        """The gateway's share settings with the group's own configs over them."""
+        overrides, _ = await read_group_configs(self.services, group_id)
+        out = dataclasses.replace(self.config)
+        if "share.auto.offset.reset" in overrides:
+            out.auto_offset_reset = overrides["share.auto.offset.reset"].lower()
+        if "share.record.lock.duration.ms" in overrides:
+            out.record_lock_duration_ms = int(overrides["share.record.lock.duration.ms"])
+        out.read_committed = overrides.get("share.isolation.level", "").lower() == "read_committed"
+        return out
+
+    def _drop(self, key: tuple[str, uuid.UUID, int], entry: _Entry | None = None) -> None:
+        e = self._entries.get(key)
+        if e is None or (entry is not None and e is not entry):
+            return
+        del self._entries[key]
+        e.sp.close()
+        e.wake()
+
+    def entry_of(self, group_id: str, plog: PartitionLog) -> _Entry | None:
+        e = self._entries.get((group_id, plog.topic.topic_id, plog.partition))
+        return e if e is not None and e.plog is plog else None
+
+    def of_group(self, group_id: str) -> list[tuple[PartitionLog, SharePartition]]:
+        return [(e.plog, e.sp) for (g, _, _), e in self._entries.items() if g == group_id and not e.plog.lost]
+
+    # ---- sessions --------------------------------------------------------------------------
+
+    def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
+        """The session a request with `epoch` continues (or opens, for epoch 0); KafkaApiError
+        SHARE_SESSION_NOT_FOUND / INVALID_SHARE_SESSION_EPOCH otherwise. Epoch -1 closes it
+        (the caller releases what the member holds)."""
+        key = (group_id, member_id)
+        now = time.monotonic()
+        if epoch == INITIAL_EPOCH:
+            self._evict_idle(now)
+            s = self.sessions[key] = ShareSession(group_id, member_id, last_used=now)
+            return s
+        found = self.sessions.get(key)
+        if found is None:
+            raise KafkaApiError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"no share session for member {member_id}")
+        s = found
+        if epoch == FINAL_EPOCH:
+            del self.sessions[key]
+            return s
+        if epoch != s.epoch:
+            raise KafkaApiError(
+                ErrorCode.INVALID_SHARE_SESSION_EPOCH, f"share session epoch {epoch}, expected {s.epoch}"
+            )
+        s.epoch = next_epoch(s.epoch)
+        s.last_used = now
+        return s
+
+    def _evict_idle(self, now: float) -> None:
+        """Sessions of members gone without closing them (their records return by lock expiry
+        anyway): dropped once idle for twice the member session timeout."""
+        idle = 2 * self.config.session_timeout_ms / 1000
+        for key, s in list(self.sessions.items()):
+            if now - s.last_used > idle:
+                del self.sessions[key]
+
+    async def apply_resets(self, group_id: str, plogs: list[PartitionLog]) -> None:
+        """Apply the Alter/DeleteShareGroupOffsets waiting for these owned partitions."""
+        resets = await read_resets(self.services.meta, group_id)
+        if not resets:
+            return
+        done = set()
+        for plog in plogs:
+            rk = reset_key(plog.topic.topic_id, plog.partition)
+            if rk not in resets or plog.lost:
+                continue
+            key = (group_id, plog.topic.topic_id, plog.partition)
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                self._drop(key)
+                name = CURSOR_PREFIX + group_id
+                offset = resets[rk]
+                if offset == DELETED:
+                    if name in plog.ml.cursors:
+                        await plog.ml.delete_cursor(name)
+                    self.publisher.note(plog, group_id, None)
+                else:
+                    cur = await plog.ml.open_cursor(name, "latest")
+                    spso = min(max(offset, plog.log_start_offset), plog.high_watermark)
+                    await CursorShareStore(cur, plog).save(spso, [])
+                    self.publisher.note(plog, group_id, [spso, plog.high_watermark - spso, 0, 0])
+            done.add(rk)
+        if done:
+            await clear_resets(self.services.meta, group_id, done)
+
+    async def close(self) -> None:
+        for key in list(self._entries):
+            self._drop(key)
+        await self.publisher.close()
+
+
+def share_partitions(services: GatewayServices) -> SharePartitions:
+    """The process's SharePartitions, made on first use."""
+    if services.shares is None:
+        services.shares = SharePartitions(services)
+    assert isinstance(services.shares, SharePartitions)
+    return services.shares
+
+
+class _AckBatch(Protocol):
+    @property
+    def first_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def acknowledge_types(self) -> list[int]: ...
+
+
+async def acknowledge(
+    shares: SharePartitions, cache: TopicCache, group_id: str, member_id: str,
+    topic_id: uuid.UUID, partition: int, batches: Sequence[_AckBatch],
+) -> tuple[int, str | None]:
+    """Apply a partition's acknowledgement batches and persist them: (error code, message) as
+    ShareFetch's acknowledge_error_code / ShareAcknowledge's error_code carry them."""
+    try:
+        _, plog = await cache.log(topic_id, partition)
+        sp = await shares.get(group_id, plog)
+        assert sp is not None
+    except KafkaApiError as e:
+        return e.error_code, e.message
+    code, msg = ErrorCode.NONE, None
+    for b in batches:
+        try:
+            sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types))
+        except InvalidRecordState as e:
+            code, msg = code or ErrorCode.INVALID_RECORD_STATE, msg or str(e)
+        except ValueError as e:
+            code, msg = code or ErrorCode.INVALID_REQUEST, msg or str(e)
+    try:
+        await sp.persist()
+    except Exception as e:
+        log.info("share-partition %s-%d of %s: acknowledgement not persisted: %r", plog.topic.name, partition, group_id, e)
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition moved before the acknowledgement was stored"
+    return code, msg
+
+
+def release_session(shares: SharePartitions, session: ShareSession) -> None:
+    """A share session closed: the records its member holds return to the others."""
+    for plog, sp in shares.of_group(session.group_id):
+        if (plog.topic.topic_id, plog.partition) in session.partitions and sp.release_member(session.member_id):
+            e = shares.entry_of(session.group_id, plog)
+            if e is not None:
+                sp_task = asyncio.get_running_loop().create_task(sp.persist())
+                sp_task.add_done_callback(lambda t: t.cancelled() or t.exception())

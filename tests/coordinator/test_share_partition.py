@@ -1,0 +1,170 @@
+"""One share-partition's delivery state (coordinator/share/partition.py) on a fake clock:
+acquisition of whole batches, locks expiring back to AVAILABLE with the count kept, the
+delivery limit archiving, every acknowledge type, Kafka's INVALID_RECORD_STATE cases, the SPSO
+moving, and the stored form (ranges, not records) a takeover restores from."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.share.config import ShareConfig
+from coordinator.share.partition import (
+    AckType,
+    InvalidRecordState,
+    RecordState,
+    SharePartition,
+    StoredSpan,
+    decode_spans,
+    encode_spans,
+)
+from tests.support.clock import FakeClock
+
+ACCEPT, RELEASE, REJECT, RENEW, GAP = AckType.ACCEPT, AckType.RELEASE, AckType.REJECT, AckType.RENEW, AckType.GAP
+CFG = ShareConfig(record_lock_duration_ms=1000, delivery_count_limit=3, partition_max_record_locks=100)
+
+
+class Store:
+    def __init__(self) -> None:
+        self.saved: list[tuple[int, list[StoredSpan]]] = []
+
+    async def save(self, spso: int, spans: list[StoredSpan]) -> None:
+        self.saved.append((spso, spans))
+
+
+def make(clock: FakeClock, spso: int = 0, **kw: object) -> tuple[SharePartition, list[int]]:
+    woken: list[int] = []
+    sp = SharePartition(spso, CFG, clock=clock, on_available=lambda: woken.append(1), **kw)  # type: ignore[arg-type]
+    return sp, woken
+
+
+async def test_batches_are_acquired_whole_and_each_once() -> None:
+    clock = FakeClock()
+    sp, _ = make(clock)
+    assert sp.acquire("a", [(0, 9), (10, 19)], max_records=5) == [(0, 9, 1)]  # a whole batch past the limit
+    assert sp.acquire("b", [(0, 9), (10, 19), (20, 24)], max_records=100) == [(10, 24, 1)]
+    assert sp.acquire("c", [(0, 9), (10, 24)], max_records=100) == []
+    assert (sp.spso, sp.end, sp.in_flight()) == (0, 25, 25)
+
+
+async def test_expired_locks_return_records_with_their_count_and_the_limit_archives() -> None:
+    clock = FakeClock()
+    sp, woken = make(clock)
+    for n in range(1, CFG.delivery_count_limit + 1):
+        assert sp.acquire("a", [(0, 4)], 10) == [(0, 4, n)]
+        await clock.advance(0.999)
+        assert sp.acquire("b", [(0, 4)], 10) == []  # still locked
+        await clock.advance(0.002)
+        assert len(woken) == n
+    # The limit reached: archived, and the SPSO moves past them.
+    assert sp.acquire("b", [(0, 4)], 10) == []
+    assert (sp.spso, sp.spans()) == (5, [])
+
+
+async def test_acknowledge_types() -> None:
+    clock = FakeClock()
+    sp, _ = make(clock)
+    sp.acquire("a", [(0, 9)], 10)
+    sp.acknowledge("a", 0, 2, [ACCEPT])
+    assert sp.spso == 3
+    sp.acknowledge("a", 3, 6, [RELEASE, REJECT, GAP, ACCEPT])
+    assert sp.spso == 3  # 3 was released: available again
+    assert [(s.first, s.last, s.state) for s in sp.spans()] == [
+        (3, 3, RecordState.AVAILABLE), (4, 5, RecordState.ARCHIVED), (6, 6, RecordState.ACKNOWLEDGED),
+        (7, 9, RecordState.ACQUIRED)]
+    assert sp.fetch_start() == 3
+    assert sp.acquire("b", [(0, 9)], 10) == [(3, 3, 2)]
+    # Renewal restarts the lock of what it names, only.
+    await clock.advance(0.6)
+    sp.acknowledge("a", 7, 8, [RENEW])
+    await clock.advance(0.6)
+    assert [(s.first, s.last, s.state) for s in sp.spans() if s.first >= 7] == [
+        (7, 8, RecordState.ACQUIRED), (9, 9, RecordState.AVAILABLE)]
+    sp.acknowledge("a", 7, 8, [ACCEPT])
+    await clock.advance(1)
+    # b's lock on 3 expired too: available again with its two deliveries.
+    assert [(s.first, s.last, s.state, s.count) for s in sp.spans()] == [
+        (3, 3, RecordState.AVAILABLE, 2), (4, 5, RecordState.ARCHIVED, 1), (6, 8, RecordState.ACKNOWLEDGED, 1),
+        (9, 9, RecordState.AVAILABLE, 1)]
+
+
+async def test_invalid_record_state_changes_nothing() -> None:
+    clock = FakeClock()
+    sp, _ = make(clock)
+    sp.acquire("a", [(0, 4)], 10)
+    sp.acquire("b", [(5, 9)], 10)
+    before = [(s.first, s.last, s.state, s.member) for s in sp.spans()]
+    for member, first, last in (("a", 3, 6), ("b", 0, 0), ("a", 10, 12)):
+        with pytest.raises(InvalidRecordState):
+            sp.acknowledge(member, first, last, [ACCEPT])
+    with pytest.raises(ValueError):
+        sp.acknowledge("a", 0, 4, [ACCEPT, ACCEPT])  # neither one type nor one per offset
+    with pytest.raises(ValueError):
+        sp.acknowledge("a", 0, 0, [9])
+    assert [(s.first, s.last, s.state, s.member) for s in sp.spans()] == before
+    sp.acknowledge("a", 0, 4, [ACCEPT])
+    sp.acknowledge("a", 0, 4, [ACCEPT])  # twice: before the SPSO now, finished, no error (as Kafka)
+    with pytest.raises(InvalidRecordState):  # but from the SPSO on, it must be held
+        sp.acknowledge("a", 3, 6, [ACCEPT])
+    sp.acknowledge("b", 3, 9, [RELEASE] * 2 + [ACCEPT] * 5)  # per-offset types, the finished ones dropped
+    assert (sp.spso, sp.spans()) == (10, [])
+    assert sp.end == 10
+
+
+async def test_a_member_leaving_releases_what_it_holds() -> None:
+    clock = FakeClock()
+    sp, woken = make(clock)
+    sp.acquire("a", [(0, 4)], 10)
+    sp.acquire("b", [(5, 9)], 10)
+    assert sp.release_member("a") and woken
+    assert not sp.release_member("a")
+    assert sp.acquire("c", [(0, 4), (5, 9)], 10) == [(0, 4, 2)]
+
+
+async def test_in_flight_limit() -> None:
+    clock = FakeClock()
+    sp, _ = make(clock)
+    assert sp.acquire("a", [(0, 59), (60, 119), (120, 129)], 1000) == [(0, 119, 1)]
+    assert sp.acquire("a", [(120, 129)], 1000) == []
+    sp.acknowledge("a", 0, 59, [ACCEPT])
+    assert sp.acquire("a", [(120, 129)], 1000) == [(120, 129, 1)]
+
+
+async def test_stored_state_follows_ranges_and_restores() -> None:
+    clock = FakeClock()
+    store = Store()
+    sp, _ = make(clock, store=store)
+    batches = [(i * 10, i * 10 + 9) for i in range(10)]
+    sp.acquire("a", batches, 1000)
+    # Accept every other batch: the stored form is one item per run, not per record.
+    for f, la in batches[::2]:
+        sp.acknowledge("a", f, la, [ACCEPT])
+    await sp.persist()
+    spso, spans = store.saved[-1]
+    assert spso == 10
+    assert len(spans) == 9 and spans[0] == (10, 19, RecordState.AVAILABLE, 1)
+    assert decode_spans(encode_spans(spans)) == spans
+    # A takeover: acknowledged records stay done, the others come back with their count.
+    again = SharePartition(spso, CFG, clock=clock, stored=spans)
+    got = again.acquire("b", batches, 1000)
+    assert got == [(f, la, 2) for f, la in batches[1::2]]
+    assert again.end == 100
+
+
+async def test_restore_fills_never_delivered_gaps_and_skips_deleted_records() -> None:
+    clock = FakeClock()
+    sp = SharePartition(0, CFG, clock=clock, stored=[(5, 9, int(RecordState.ARCHIVED), 3), (12, 12, 0, 1)])
+    assert sp.acquire("a", [(0, 14)], 100) == [(0, 4, 1), (10, 11, 1), (12, 12, 2), (13, 14, 1)]
+    sp.skip_to(13)
+    assert sp.spso == 13 and sp.spans()[0].first == 13
+
+
+async def test_control_batches_are_archived_not_delivered() -> None:
+    clock = FakeClock()
+    sp, _ = make(clock)
+    got = sp.acquire("a", [(0, 4), (5, 5), (6, 9)], 100, skip=frozenset({5}))
+    assert got == [(0, 4, 1), (6, 9, 1)]
+    sp.acknowledge("a", 0, 4, [ACCEPT])
+    assert sp.spso == 6  # the marker does not hold the start back
+    assert sp.acquire("b", [(10, 10)], 100, skip=frozenset({10})) == []
+    sp.acknowledge("a", 6, 9, [ACCEPT])
+    assert (sp.spso, sp.end, sp.spans()) == (11, 11, [])

@@ -1,0 +1,142 @@
+"""Share groups on the wire (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge): Kafka's error
+codes for sessions and acknowledgements, acquired ranges of whole batches, long polls woken by
+records coming back, FindCoordinator for share keys."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.find_coordinator import FindCoordinatorRequest
+from kafka_wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from kafka_wire.messages.metadata import MetadataRequest
+from kafka_wire.messages.share_acknowledge import ShareAcknowledgeRequest
+from kafka_wire.messages.share_fetch import ShareFetchRequest
+from kafka_wire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
+from kafka_wire.records import iter_batches
+from tests.gateway.test_produce_raw import Raw, batch, create_topic, produce_one
+from tests.gateway.test_transactions_raw import markers, new_pid, produce, values_batch
+from tests.support.gateway import StandaloneGateway
+
+F = ShareFetchRequest
+A = ShareAcknowledgeRequest
+ACCEPT, RELEASE = 1, 2
+
+
+@pytest.fixture
+def raw(module_standalone: StandaloneGateway) -> Iterator[Raw]:
+    r = Raw(module_standalone.bootstrap)
+    yield r
+    r.close()
+
+
+def _earliest(raw: Raw, group: str, **more: str) -> None:
+    R = IncrementalAlterConfigsRequest
+    configs = {"share.auto.offset.reset": "earliest", **{k.replace("_", "."): v for k, v in more.items()}}
+    resp = raw.call(R(resources=[R.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+        R.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])]), 1)
+    assert resp.responses[0].error_code == 0
+
+
+def _fetch(tid: uuid.UUID, epoch: int, acks: list[tuple[int, int, list[int]]] | None = None, *, member: str = "m1",
+           group: str = "rg", max_wait_ms: int = 0, max_records: int = 100) -> F:
+    return F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
+             max_records=max_records, batch_size=max_records, topics=[F.FetchTopic(topic_id=tid, partitions=[
+                 F.FetchPartition(partition_index=0, acknowledgement_batches=[
+                     F.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=t)
+                     for f, la, t in acks or []])])])
+
+
+def _ack(tid: uuid.UUID, epoch: int, acks: list[tuple[int, int, list[int]]], member: str = "m1") -> A:
+    return A(group_id="rg", member_id=member, share_session_epoch=epoch, topics=[A.AcknowledgeTopic(
+        topic_id=tid, partitions=[A.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+            A.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=t) for f, la, t in acks])])])
+
+
+def test_share_fetch_sessions_acks_and_errors(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    create_topic(module_standalone.bootstrap, "raw-share")
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="raw-share")]), 12).topics[0].topic_id
+    for n in (3, 2):
+        produce_one(raw, "raw-share", batch(n))
+    _earliest(raw, "rg")
+    hb = raw.call(ShareGroupHeartbeatRequest(group_id="rg", member_id="m1", member_epoch=0,
+                                             subscribed_topic_names=["raw-share"]), 1)
+    assert (hb.error_code, hb.member_epoch) == (0, 1)
+    assert [(t.topic_id, t.partitions) for t in hb.assignment.topic_partitions] == [(tid, [0])]
+
+    assert raw.call(_fetch(tid, 1), 2).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert raw.call(_fetch(tid, 0, member=""), 2).error_code == ErrorCode.INVALID_REQUEST
+    # Whole stored batches, their offsets acquired.
+    resp = raw.call(_fetch(tid, 0), 2)
+    p = resp.responses[0].partitions[0]
+    assert resp.error_code == 0 and resp.acquisition_lock_timeout_ms == 30000
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records] == [(0, 4, 1)]
+    assert [b.base_offset for b in iter_batches(bytes(p.records))] == [0, 3]
+    assert raw.call(_fetch(tid, 5), 2).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    # Another member finds nothing to acquire; an empty answer still carries an (empty) record set.
+    resp = raw.call(_fetch(tid, 0, member="m2"), 2)
+    assert all(not p.acquired_records for t in resp.responses for p in t.partitions)
+    # Acknowledging what another member holds is INVALID_RECORD_STATE.
+    resp = raw.call(_ack(tid, 1, [(0, 0, [ACCEPT])], member="m2"), 2)
+    assert resp.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    resp = raw.call(_ack(tid, 1, [(0, 1, [ACCEPT]), (2, 2, [RELEASE])]), 2)
+    assert resp.error_code == 0 and resp.responses[0].partitions[0].error_code == 0
+    # Twice: offset 0 is before the start offset now, finished; Kafka answers without an error.
+    resp = raw.call(_ack(tid, 2, [(0, 0, [ACCEPT])]), 2)
+    assert resp.responses[0].partitions[0].error_code == 0
+    assert raw.call(_ack(tid, 0, [(3, 3, [ACCEPT])]), 2).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    # The released record comes back to m2 (piggybacked acks on m1's fetch: per-offset types).
+    resp = raw.call(_fetch(tid, 2, member="m2"), 2)  # its ShareAcknowledge took epoch 1
+    got = resp.responses[0].partitions[0].acquired_records
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got] == [(2, 2, 2)]
+    resp = raw.call(_fetch(tid, 3, [(3, 4, [ACCEPT, RELEASE])]), 2)
+    p = resp.responses[0].partitions[0]
+    assert p.acknowledge_error_code == 0
+    # ... and the same fetch acquires the released record again.
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records] == [(4, 4, 2)]
+    # A long poll is woken by m1 closing its session: the record it held comes back to m2.
+    other = Raw(module_standalone.bootstrap)
+    try:
+        other.send(_ack(tid, -1, [], member="m1"), 2)
+        resp = raw.call(_fetch(tid, 3, member="m2", max_wait_ms=20000), 2)
+        other.recv(79, 2)
+    finally:
+        other.close()
+    got = resp.responses[0].partitions[0].acquired_records
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got] == [(4, 4, 3)]
+    assert raw.call(_fetch(tid, 4, member="m1"), 2).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+
+
+def test_find_coordinator_for_share_keys(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    create_topic(module_standalone.bootstrap, "raw-share-fc")
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="raw-share-fc")]), 12).topics[0].topic_id
+    resp = raw.call(FindCoordinatorRequest(key_type=2, coordinator_keys=[f"g:{tid}:0", "g:nope:0", f"g:{tid}:9"]), 6)
+    ok, bad, missing = resp.coordinators
+    assert ok.error_code == 0 and ok.port == module_standalone.port
+    assert bad.error_code == ErrorCode.INVALID_REQUEST
+    assert missing.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_share_groups_read_committed(module_standalone: StandaloneGateway, raw: Raw, isolation: str) -> None:
+    topic, group = f"raw-share-txn-{isolation}", f"rg-{isolation}"
+    create_topic(module_standalone.bootstrap, topic)
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    pid = new_pid(raw)
+    assert produce(raw, topic, values_batch([b"p0", b"p1"])) == 0
+    produce(raw, topic, values_batch([b"a2", b"a3", b"a4"], pid=pid, epoch=0, seq=0, transactional=True), txn_id="t")
+    assert markers(raw, topic, pid, 0, commit=False) == [0]  # offset 5
+    produce(raw, topic, values_batch([b"c6", b"c7"], pid=pid, epoch=0, seq=3, transactional=True), txn_id="t")
+    assert markers(raw, topic, pid, 0, commit=True) == [0]  # offset 8
+    assert produce(raw, topic, values_batch([b"o9"], pid=pid, epoch=0, seq=5, transactional=True), txn_id="t") == 9
+    _earliest(raw, group, share_isolation_level=isolation)
+    resp = raw.call(_fetch(tid, 0, group=group), 2)
+    got = [(a.first_offset, a.last_offset) for a in resp.responses[0].partitions[0].acquired_records]
+    if isolation == "read_committed":
+        # The aborted records and the markers are archived; nothing from the open transaction on.
+        assert got == [(0, 1), (6, 7)]
+    else:
+        assert got == [(0, 4), (6, 7), (9, 9)]  # markers only are skipped

@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from typing import Any
 
@@ -154,9 +155,15 @@ def test_share_groups_tool_list_describe_reset_and_delete(gw: StandaloneGateway)
     # Quire's own admin reads the same from the store.
     listed = {d["group"]: d for d in _admin_json(gw, "groups", "list")}
     assert (listed[group]["type"], listed[group]["state"]) == ("share", "Empty")
-    doc = _admin_json(gw, "groups", "describe", group)
-    assert [(p["partition"], p["start_offset"], p["in_flight"], p["backlog"], p["log_end_offset"])
-            for p in doc["partitions"]] == [(0, 50, 0, 0, 50), (1, 50, 0, 0, 50)]
+    want = [(0, 50, 0, 0, 50), (1, 50, 0, 0, 50)]
+    deadline = time.monotonic() + 30
+    while True:  # the owner publishes the states a moment after the last change
+        doc = _admin_json(gw, "groups", "describe", group)
+        got = [(p["partition"], p["start_offset"], p["in_flight"], p["backlog"], p["log_end_offset"])
+               for p in doc["partitions"]]
+        if got == want or time.monotonic() > deadline:
+            break
+    assert got == want
     # Back to the start: the next consumer gets everything again, as first deliveries.
     reset = _table(_share_groups(bs, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
                                  "--execute"))

@@ -63,6 +63,7 @@ class GatewayConfig:
     offload_deletion_lag_ms: int = DEFAULT_DELETION_LAG_MS
     offload_cleanup_margin_ms: int = DEFAULT_CLEANUP_MARGIN_MS
     offload_max_concurrent_ledgers: int = DEFAULT_MAX_CONCURRENT_LEDGERS  # per log, copied at once
+    import_enable: bool = False  # quire.import.enable: accept `quire migrate`'s imports (gateway/imports.py)
     # Broker-level defaults of topic configs by topic config name (log.retention.ms -> retention.ms).
     topic_defaults: dict[str, str] = field(default_factory=dict)
     # What DescribeConfigs reports for the BROKER resource, with sources (empty: built in-process).

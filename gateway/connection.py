@@ -197,7 +197,7 @@ class KafkaConnection(BackpressuredProtocol):
                 await asyncio.wait(list(self._durability))
             body = decode_body(spec, version, frame, pos)
             ctx = RequestContext(key, version, header.correlation_id, header.client_id, self.peer,
-                                 self.server.services, on_applied)
+                                 self.server.services, on_applied, header.unknown_tagged_fields)
             try:
                 resp = await spec.fn(ctx, body)
             except KafkaApiError as e:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kafka_wire.primitives import NO_TAGS, TaggedFields
+
 if TYPE_CHECKING:
     from gateway.services import GatewayServices
 
@@ -20,6 +22,7 @@ class RequestContext:
     services: GatewayServices
     # Set by the connection: see effects_applied.
     on_applied: Callable[[bool], None] | None = None
+    header_tags: TaggedFields = NO_TAGS  # the request header's tagged fields (gateway/imports.py)
 
     def effects_applied(self, *, durability_pending: bool) -> None:
         """This request's effects are in place: the next request of the connection may start

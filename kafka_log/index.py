@@ -151,16 +151,21 @@ class OffsetIndex:
                 return li
         return None
 
-    def add(self, ledger_id: int, entry_id: int, base: int, nxt: int, max_ts: int) -> LedgerIndex | None:
-        """Record a confirmed entry. Returns the previous ledger's index when this entry is the
-        first seen in a new ledger (that ledger is finished: compacted here, to persist)."""
+    def add(
+        self, ledger_id: int, entry_id: int, base: int, nxt: int, max_ts: int, *, start: int | None = None
+    ) -> LedgerIndex | None:
+        """Record a confirmed entry; `start` (default `base`): the offset the log ended at before
+        it, when the entry was imported past a gap (a new ledger then covers the gap, so the
+        log's start stays where the imported log's was). Returns the previous ledger's index
+        when this entry is the first seen in a new ledger (that ledger is finished: compacted
+        here, to persist)."""
         cur = self.last
         finished = None
         if cur is None or cur.ledger_id != ledger_id:
             if cur is not None and cur.dense:
                 cur.compact()
                 finished = cur
-            cur = LedgerIndex(ledger_id, base)
+            cur = LedgerIndex(ledger_id, base if start is None else min(start, base))
             self.append_ledger(cur)
         cur.add(entry_id, base, nxt, max_ts)
         return finished

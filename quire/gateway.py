@@ -45,6 +45,7 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
             partition_max_record_locks=r.get_value("group.share.partition.max.record.locks"),
         ),
         cache_mb=r.get_value("quire.cache.mb"), topic_defaults=topic_defaults,
+        import_enable=r.get_value("quire.import.enable"),
         offload=st.offload_settings(r, fixed.get("data_dir") or r.get_value("quire.data.dir")),
         offload_deletion_lag_ms=r.get_value("quire.offload.deletion.lag.ms"),
         offload_cleanup_margin_ms=r.get_value("quire.offload.cleanup.margin.ms"),

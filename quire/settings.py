@@ -209,6 +209,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("quire.bookies", int, 1, "bookie child processes of the standalone", frozenset({STANDALONE}),
             described=False),
     Setting("quire.cache.mb", int, DEFAULT_CACHE_BYTES >> 20, "entry cache of the gateway (recent and read-ahead entries): bounds its memory, MiB", G),
+    Setting("quire.import.enable", bool, False,
+            "accept `quire migrate`'s imports of batches at their original offsets (internal; off but while migrating)", G),
     Setting("quire.offload.driver", str, "fs",
             "offload tier of topics with remote.storage.enable: fs (a directory), s3 or none", G),
     Setting("quire.offload.dir", str, None, "fs offload directory (default: DATA_DIR/offload)", G),

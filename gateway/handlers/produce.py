@@ -1,6 +1,7 @@
 """Produce (v3-13): batches validated and patched in place in the request buffer, appended as
 one log entry each; acks=0 sends nothing, acks=1 and acks=-1 both answer once the ack quorum
-has the batch (Kafka over BookKeeper, as KoP).
+has the batch (Kafka over BookKeeper, as KoP). A request marked as Quire's internal import
+(gateway/imports.py) appends its batches at their own offsets instead.
 
 Transactional batches: with transaction.partition.verification.enable (Kafka's default), the
 first batch of a producer's transaction on a partition is appended only after the transaction
@@ -17,6 +18,7 @@ from typing import Any
 from gateway.context import RequestContext
 from gateway.dispatch import CloseConnection
 from gateway.errors import KafkaApiError, RecordValidationError
+from gateway.imports import IMPORT_DISABLED, is_import
 from gateway.metrics import bytes_in, produce_answered
 from gateway.partition.log import AppendResult, PartitionLog
 from gateway.partition.lookup import TopicCache, leader_hint
@@ -113,6 +115,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
         req = decode_produce_request(body, version)
     except DecodeError as e:
         raise CloseConnection(f"bad Produce request: {e}") from None
+    importing = is_import(ctx.header_tags)
     topics = TopicCache(ctx.services)
     # (topic key, partition index) -> settled response or pending append
     slots: list[tuple[str | uuid.UUID, int, PartitionResponse | asyncio.Future[AppendResult]]] = []
@@ -120,9 +123,15 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
         if req.acks not in (0, 1, -1):
             slots.append((topic, index, _error(index, ErrorCode.INVALID_REQUIRED_ACKS)))
             continue
+        if importing and not ctx.services.config.import_enable:
+            slots.append((topic, index, _error(index, ErrorCode.INVALID_REQUEST, IMPORT_DISABLED)))
+            continue
         try:
             info, plog = await topics.log(topic, index)
             plog.update_topic(info)
+            if importing:
+                slots.append((topic, index, plog.import_batches(records)))
+                continue
             guard = None
             if records is not None and _is_transactional(records):
                 guard = await _verify_transactional(ctx, req.transactional_id, plog, records)

@@ -45,7 +45,7 @@ from kafka_log.txn import L_ABORTED, AbortedTxn
 from kafka_log.view import KafkaLogView
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import InvalidBatch, RecordBatch, build_end_txn_marker, validate_produce_records
-from kafka_wire.records.batch import ATTR_TRANSACTIONAL
+from kafka_wire.records.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, iter_batches
 from store.clock import SYSTEM_CLOCK, Clock
 from store.managed.cache import EntryCache
 from store.managed.errors import ManagedLogError
@@ -68,6 +68,11 @@ PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms
 
 def _not_leader(msg: str) -> KafkaApiError:
     return KafkaApiError(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), msg)
+
+
+def _retrieved(f: asyncio.Future[AppendResult]) -> None:
+    if not f.cancelled():
+        f.exception()
 
 
 def _now_ms() -> int:
@@ -350,6 +355,44 @@ class PartitionLog(PartitionFetch):
         fut.add_done_callback(functools.partial(self._on_confirmed, base, base + 1, now, -1, out, op))
         return out
 
+    def import_batches(self, records: memoryview | bytearray | None) -> asyncio.Future[AppendResult]:
+        """Append batches copied from another cluster at their own offsets (gateway/imports.py):
+        each batch is one entry keeping its base offset, timestamps and timestamp type; the
+        offsets between batches stay gaps. Refused (OFFSET_OUT_OF_RANGE) below the current
+        end, and for transactional, control or idempotent batches (the importer clears
+        producer identities: they would collide with this cluster's). Resolves with the last
+        batch's base offset once the ack quorum has it (and so every one before it)."""
+        self._check_serving()
+        if not records:
+            raise KafkaApiError(int(ErrorCode.INVALID_RECORD), "an import needs at least one record batch")
+        try:
+            batches = [(b, b.validate(from_client=False)) for b in iter_batches(records)]
+        except InvalidBatch as e:
+            raise KafkaApiError(int(e.error_code), str(e)) from None
+        nxt = self._next
+        for _b, h in batches:
+            if h[5] & (ATTR_TRANSACTIONAL | ATTR_CONTROL) or h[9] >= 0:
+                raise KafkaApiError(int(ErrorCode.INVALID_RECORD),
+                                    f"batch at offset {h[0]}: transactional, control and idempotent batches cannot be imported")
+            if h[0] < nxt:
+                raise KafkaApiError(int(ErrorCode.OFFSET_OUT_OF_RANGE),
+                                    f"import at offset {h[0]} is below the log end offset {nxt}")
+            nxt = h[0] + h[6] + 1
+        loop = asyncio.get_running_loop()
+        out: asyncio.Future[AppendResult] | None = None
+        for b, h in batches:
+            start, base, nxt = self._next, h[0], h[0] + h[6] + 1
+            b.set_partition_leader_epoch(self.leader_epoch)
+            self._next = nxt
+            if out is not None:
+                out.add_done_callback(_retrieved)  # only the last batch's confirmation answers
+            out = loop.create_future()
+            self._pending[base] = out
+            fut = self.ml.append(b.memoryview())
+            fut.add_done_callback(functools.partial(self._on_confirmed, base, nxt, h[8], -1, out, None, start=start))
+        assert out is not None
+        return out
+
     def _duplicate(self, dup: BatchMeta) -> asyncio.Future[AppendResult]:
         """Kafka answers a resent batch with the original's offsets, once that is durable."""
         pending = self._pending.get(dup.first_offset)
@@ -368,6 +411,8 @@ class PartitionLog(PartitionFetch):
         out: asyncio.Future[AppendResult],
         op: _DataOp | _MarkerOp | None,
         f: asyncio.Future[Position],
+        *,
+        start: int | None = None,
     ) -> None:
         self._pending.pop(base, None)
         if f.cancelled() or f.exception() is not None:
@@ -375,7 +420,7 @@ class PartitionLog(PartitionFetch):
                 out.set_exception(_not_leader(f"append failed: {f.exception() if not f.cancelled() else 'cancelled'}"))
             return
         pos = f.result()
-        finished = self.view.index.add(pos.ledger_id, pos.entry_id, base, nxt, max_ts)
+        finished = self.view.index.add(pos.ledger_id, pos.entry_id, base, nxt, max_ts, start=start)
         self._hw = nxt
         if op is not None:
             self._confirmed_op(op, pos.ledger_id, base)

@@ -53,6 +53,7 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
+_NO_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at 43
 
 
 class TimestampType(IntEnum):
@@ -195,8 +196,9 @@ class RecordBatch:
         batch gives INVALID_RECORD (ProduceRequest.validateRecords: "only allowed to contain
         record batches with magic version 2"); the offset/count consistency rules of
         LogValidator.validateBatch give INVALID_RECORD. With `from_client` (produce input) also
-        refuse empty batches, control batches and idempotent batches without a sequence, as
-        Kafka does for AppendOrigin.CLIENT; stored batches (after compaction) may be empty.
+        refuse empty batches, control batches, idempotent batches without a sequence and
+        batches whose record count disagrees with lastOffsetDelta, as Kafka does for
+        AppendOrigin.CLIENT; stored batches (after compaction) may be empty or thinned.
         Records inside are not parsed: see `check_records()`.
         """
         buf, off = self.buf, self.offset
@@ -221,7 +223,8 @@ class RecordBatch:
         count = h[12]
         if count < 0 or (from_client and count == 0):
             raise InvalidBatch(f"invalid record count {count}", ErrorCode.INVALID_RECORD, offset=off)
-        if count and h[6] + 1 != count:
+        # A stored batch that compaction thinned keeps its lastOffsetDelta with fewer records.
+        if from_client and count and h[6] + 1 != count:
             raise InvalidBatch(
                 f"lastOffsetDelta {h[6]} is inconsistent with record count {count}",
                 ErrorCode.INVALID_RECORD,
@@ -285,6 +288,20 @@ class RecordBatch:
             return False
         _I16.pack_into(buf, off + OFF_ATTRIBUTES, attrs | ATTR_TIMESTAMP_TYPE)
         _I64.pack_into(buf, off + OFF_MAX_TIMESTAMP, timestamp_ms)
+        _U32.pack_into(buf, off + OFF_CRC, self.compute_crc())
+        return True
+
+    def clear_producer(self) -> bool:
+        """Drop the batch's producer identity and transactional flag (producer id, epoch and
+        base sequence -1), recomputing the CRC: a batch copied from another cluster, whose
+        producer ids mean nothing here. False (nothing written) when it has none. Call only
+        after validate(), as set_log_append_time."""
+        buf, off = self.buf, self.offset
+        attrs = _I16.unpack_from(buf, off + OFF_ATTRIBUTES)[0]
+        if _I64.unpack_from(buf, off + OFF_PRODUCER_ID)[0] < 0 and not attrs & ATTR_TRANSACTIONAL:
+            return False
+        _I16.pack_into(buf, off + OFF_ATTRIBUTES, attrs & ~ATTR_TRANSACTIONAL)
+        _NO_PRODUCER.pack_into(buf, off + OFF_PRODUCER_ID, -1, -1, -1)
         _U32.pack_into(buf, off + OFF_CRC, self.compute_crc())
         return True
 

@@ -380,3 +380,56 @@ async def test_topic_config_changes_apply_to_the_open_log(meta: MetaStore) -> No
     await p.ml.flush()  # the last rollover
     assert len([li for li in p.ml.ledgers if li.entries]) > 1
     await p.close()
+
+
+def at(base: int, n: int = 1, *, ts: int = 1000, lat: bool = False, pid: int = -1) -> bytearray:
+    """A batch as copied from another cluster: its own base offset (and maybe LogAppendTime)."""
+    recs = [NewRecord(f"k{i}".encode(), b"v", (), ts + i) for i in range(n)]
+    data = bytearray(build_batch(recs, base_offset=base, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                                 base_sequence=0 if pid >= 0 else -1))
+    if lat:
+        RecordBatch(data).set_log_append_time(ts + 500)
+    return data
+
+
+async def test_imports_keep_offsets_and_gaps_across_rollover_and_owner_change(meta: MetaStore) -> None:
+    client = FakeLedgerClient()
+    t = topic(**{"segment.bytes": "300"})
+    p = await open_log(meta, client, t)
+    r = await p.import_batches(memoryview(at(5, 2) + at(9, 1, lat=True)))
+    assert r.base_offset == 9 and p.high_watermark == 10
+    assert p.log_start_offset == 0  # the gap before the first import is the log's, as on the source
+    for i in range(8):  # enough to roll ledgers
+        await p.import_batches(memoryview(at(20 + 10 * i, 3)))
+    assert len(p.ml.ledgers) > 2
+    expected = [5, 6, 9, *(o for i in range(8) for o in range(20 + 10 * i, 23 + 10 * i))]
+    assert offsets_of(await p.read(0, 1 << 20)) == expected
+    assert offsets_of(await p.read(7, 1))[0] == 9  # a fetch inside a gap starts at the next batch
+    assert offsets_of(await p.read(45, 1))[0] == 50
+    stored = [RecordBatch(bytes(b)) for b in await p.read(9, 1)]
+    assert stored[0].timestamp_type == TimestampType.LOG_APPEND_TIME and stored[0].max_timestamp == 1500
+    with pytest.raises(KafkaApiError) as ei:  # never below the end, nothing of the request appended
+        p.import_batches(memoryview(at(100, 1) + at(50, 1)))
+    assert ei.value.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and p.high_watermark == 93
+    with pytest.raises(KafkaApiError) as ei:
+        p.import_batches(memoryview(at(200, 1, pid=7)))
+    assert ei.value.error_code == ErrorCode.INVALID_RECORD
+    assert await produce(p, batch(2)) == 93  # producers continue after the imported end
+    # a new owner (the old one not closed) rebuilds the gapped tail and continues from it
+    await p.ml.flush()
+    await asyncio.gather(*p._tasks)  # the old owner's index persisting would race the takeover
+    p2 = await open_log(meta, client, t)
+    assert (p2.high_watermark, p2.log_start_offset) == (95, 0)
+    assert offsets_of(await p2.read(0, 1 << 20)) == [*expected, 93, 94]
+    assert offsets_of(await p2.read(13, 1))[0] == 20
+    assert (await p2.import_batches(memoryview(at(1000, 2)))).base_offset == 1000
+    assert p2.high_watermark == 1002
+    await p2.close()
+
+
+def test_clear_producer_keeps_the_batch_valid() -> None:
+    data = at(3, 2, pid=9)
+    b = RecordBatch(data)
+    assert b.clear_producer() and not b.clear_producer()
+    assert b.validate(from_client=False)[9:12] == (-1, -1, -1)
+    assert [r.key for r in b.records()] == [b"k0", b"k1"]

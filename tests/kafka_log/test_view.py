@@ -4,7 +4,7 @@ the log-end offset from metadata plus the unindexed tail."""
 
 from __future__ import annotations
 
-from kafka_log.index import P_NEXT, OffsetIndex
+from kafka_log.index import P_NEXT, LedgerIndex, OffsetIndex
 from kafka_log.keys import L_NEXT
 from kafka_log.view import KafkaLogView, batch_offsets, log_end_offset, stored_end_offset
 from kafka_wire.records import NewRecord, RecordBatch, build_batch
@@ -104,3 +104,34 @@ async def test_log_end_offset_from_indexes_then_the_unindexed_tail() -> None:
     assert asked == [9, 7]  # newest first, stopping at the first that has an entry
     md.ledgers = md.ledgers[:1]
     assert await log_end_offset(md, last_entry) == 6
+
+
+def gapped_log() -> tuple[MemoryLog, OffsetIndex]:
+    # imported batches keep their offsets: ledger 5: 0-2, 10-11 (gap 3-9); ledger 7: 20-22 (gap 12-19)
+    layout = [(5, 0, 0, 3), (5, 1, 10, 2), (7, 0, 20, 3)]
+    log = MemoryLog([Entry(Position(lid, eid), batch(base, n, 1000 + base)) for lid, eid, base, n in layout])
+    index = OffsetIndex()
+    for lid, eid, base, n in layout:
+        index.add(lid, eid, base, base + n, 1000 + base + n - 1)
+    return log, index
+
+
+async def test_offsets_in_gaps_start_at_the_next_batch() -> None:
+    log, index = gapped_log()
+    view = KafkaLogView(log, index)
+    for offset, base in ((0, 0), (2, 0), (3, 10), (9, 10), (11, 10), (12, 20), (19, 20), (22, 20)):
+        async for entries in view.batches(offset):
+            assert batch_offsets(entries[0].data)[0] == base, offset
+            break
+    assert await view.position_of(23) is None
+    assert index.find(15) == (7, 0, True)  # a gap between ledgers: the next ledger's first entry
+
+
+def test_gapped_index_survives_persistence() -> None:
+    _, index = gapped_log()
+    first = index.ledgers[0]
+    first.compact()
+    back = LedgerIndex.from_props(5, {k: v for k, v in first.to_props().items() if v is not None})
+    assert back is not None
+    assert (back.first_offset, back.next_offset, list(back.offsets)) == (0, 12, [0, 10])
+    assert back.start_for_offset(5)[0] == 0 and back.start_for_offset(10)[0] == 1

@@ -1,0 +1,27 @@
+"""Quire's internal import request: how `quire migrate` appends batches copied from a Kafka
+cluster at their original offsets.
+
+It is a Produce request (v9+, flexible) whose request header carries the private tagged field
+IMPORT_TAG; no Kafka client sends it. A gateway honours it only when started with
+`quire.import.enable` (default off) and otherwise refuses it: an ordinary produce would
+reassign the offsets. On the partition owner each batch is appended as one entry keeping its
+base offset (gaps stay gaps), never below the partition's current end (PartitionLog.import_batches).
+The job reads the partition's end, then imports from there, so a re-run resumes.
+"""
+
+from __future__ import annotations
+
+from kafka_wire.primitives import TaggedFields
+
+IMPORT_TAG = 0x5149  # "QI": far above the tags Kafka's request header may ever define
+IMPORT_MIN_PRODUCE_VERSION = 9  # the first flexible Produce version: its header has tagged fields
+IMPORT_DISABLED = "imports are disabled on this gateway: start it with quire.import.enable=true (--import-enable)"
+
+
+def import_tags() -> TaggedFields:
+    """The request-header tagged fields marking a Produce request as an import."""
+    return ((IMPORT_TAG, b"\x01"),)
+
+
+def is_import(tags: TaggedFields) -> bool:
+    return any(tag == IMPORT_TAG for tag, _ in tags)

@@ -34,12 +34,15 @@ def _parser() -> argparse.ArgumentParser:
     settings.add_arguments(r, settings.RECOVERY)
     a = sub.add_parser("admin", help="inspect topics, ledgers, bookies, gateways and groups", add_help=False)
     a.add_argument("args", nargs=argparse.REMAINDER)
+    m = sub.add_parser("migrate", help="copy Kafka topics into Quire at their original offsets (a PySpark job)",
+                       add_help=False)
+    m.add_argument("args", nargs=argparse.REMAINDER)
     return p
 
 
-def _split_admin(argv: list[str]) -> tuple[list[str], list[str]] | None:
-    """(global options, everything after "admin") when the command is admin: its arguments go
-    to gateway.admin.main untouched."""
+def _split_admin(argv: list[str]) -> tuple[list[str], list[str], str] | None:
+    """(global options, everything after the command, the command) when the command is admin
+    or migrate: their arguments go to their own parsers untouched."""
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -48,7 +51,7 @@ def _split_admin(argv: list[str]) -> tuple[list[str], list[str]] | None:
         elif a.startswith("-"):
             i += 1
         else:
-            return (argv[:i], argv[i + 1:]) if a == "admin" else None
+            return (argv[:i], argv[i + 1:], a) if a in ("admin", "migrate") else None
     return None
 
 
@@ -56,10 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     split = _split_admin(argv)
-    args = parser.parse_args(argv if split is None else [*split[0], "admin"])
+    args = parser.parse_args(argv if split is None else [*split[0], split[2]])
     from quire.logs import setup_logging
 
     setup_logging(args.log_level)
+    if split is not None and split[2] == "migrate":
+        from pipeline.migrate import main as migrate_main
+
+        return migrate_main(split[1])
     if split is not None:
         from quire.admin import main as admin_main
 

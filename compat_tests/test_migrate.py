@@ -1,0 +1,215 @@
+"""`quire migrate` from a real Apache Kafka 4.4 into a Quire standalone (started with
+--import-enable): topics with every codec, headers, null keys and values, a LogAppendTime topic,
+a transactional topic with aborted transactions (offset gaps) and a compacted one, consumer
+groups with committed offsets. Migrate and verify; every record is at its Kafka offset with its
+timestamp (type); a consumer of the migrated group continues at exactly the next record; a
+re-run copies only what is new; --follow copies until stopped. One Spark session per process."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("confluent_kafka")
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from compat_tests.support.clients import create_topic, unique
+from compat_tests.support.spark import shared_session
+from compat_tests.support.targets import Target
+from pipeline.migrate import MigrateError, Options, run
+from tests.support.gateway import StandaloneGateway
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def quire(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneGateway]:
+    gw = StandaloneGateway(tmp_path_factory.mktemp("migrate") / "data", extra_args=["--import-enable"])
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+Row = tuple[Any, ...]
+
+
+def produce(bootstrap: str, topic: str, n: int, *, codec: str = "none", partitions: int = 2, start: int = 0) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5,
+                  "batch.num.messages": 7})
+    ts = int(time.time() * 1000) - 60_000  # recent: Kafka's retention would delete older records meanwhile
+    for i in range(start, start + n):
+        key = None if i % 5 == 0 else f"k{i}".encode()
+        value = None if i % 7 == 3 else f"value-{i}-".encode() * (1 + i % 4)
+        headers = [("h", f"{i}".encode()), ("empty", None)] if i % 3 == 0 else None
+        p.produce(topic, value=value, key=key, headers=headers, partition=i % partitions, timestamp=ts + i)
+    assert p.flush(30) == 0
+
+
+def produce_transactions(bootstrap: str, topic: str) -> None:
+    """Committed, aborted, committed, aborted (per partition: markers and aborted records are gaps)."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("txn"), "linger.ms": 5})
+    p.init_transactions(30)
+    for txn in range(4):
+        p.begin_transaction()
+        for i in range(10):
+            p.produce(topic, value=f"txn{txn}-{i}".encode(), key=f"k{i}".encode(), partition=i % 2)
+        p.flush(30)
+        if txn % 2:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, value=b"after", partition=0)  # a non-transactional record after the markers
+    assert plain.flush(30) == 0
+    p.begin_transaction()
+    p.produce(topic, value=b"last", partition=1)
+    p.commit_transaction(30)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int = 2) -> list[Row]:
+    """Every record, read_committed, with offset, key, value, headers and (type, timestamp)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("read"), "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[Row] = []
+        eof: set[int] = set()
+        while len(eof) < partitions:
+            m = c.poll(15)
+            assert m is not None, f"{topic}: no record or EOF in 15 s"
+            if m.error() is not None:
+                assert m.error().code() == m.error()._PARTITION_EOF, m.error()
+                eof.add(m.partition() or 0)
+                continue
+            out.append((m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()))
+        return sorted(out, key=lambda r: (r[0], r[1]))
+    finally:
+        c.close()
+
+
+def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()
+
+
+def first_consumed(bootstrap: str, group: str, topic: str) -> dict[int, Row]:
+    """What a consumer of `group` subscribed to `topic` gets first on each partition."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([topic])
+        got: dict[int, Row] = {}
+        for _ in range(60):
+            m = c.poll(2)
+            if m is None or m.error() is not None:
+                continue
+            got.setdefault(m.partition() or 0, (m.offset(), m.key(), m.value()))
+            if len(got) == 2:
+                break
+        return got
+    finally:
+        c.close()
+
+
+@pytest.mark.compat(suite="migrate", client="quire migrate")
+def test_migrate_kafka_topics_groups_then_resume_and_follow(apache_kafka: Target, quire: StandaloneGateway) -> None:
+    kafka = apache_kafka.bootstrap
+    spark = shared_session()
+    prefix = unique("mig")
+    topics = [f"{prefix}-{c}" for c in CODECS]
+    for t, codec in zip(topics, CODECS):
+        create_topic(kafka, t, 2, {"retention.ms": "604800000"} if codec == "zstd" else None)
+        produce(kafka, t, 120, codec=codec)
+    lat = f"{prefix}-lat"
+    create_topic(kafka, lat, 2, {"message.timestamp.type": "LogAppendTime"})
+    produce(kafka, lat, 40)
+    txn = f"{prefix}-txn"
+    create_topic(kafka, txn, 2)
+    produce_transactions(kafka, txn)
+    all_topics = [*topics, lat, txn]
+    expected = {t: read_all(kafka, t) for t in all_topics}
+    gaps = [b[1] - a[1] for a, b in zip(expected[txn], expected[txn][1:]) if a[0] == b[0]]
+    assert max(gaps) > 1  # aborted transactions and markers left holes
+    group = unique("mig-group")
+    commit(kafka, group, {(topics[4], 0): 37, (topics[4], 1): 12, (txn, 0): 23})
+
+    out = io.StringIO()
+    rc = run(Options(kafka, quire.bootstrap, pattern=f"{prefix}-.*", verify=True), spark=spark, out=out,
+             err=io.StringIO())
+    text = out.getvalue()
+    assert rc == 0, text
+    assert "verify: every partition matches" in text and "MISMATCH" not in text
+    assert "not copied yet" not in text  # Quire ends where Kafka does, past the final markers too
+    assert f"group {group}: committed offsets of 3 partitions copied" in text
+    for t in all_topics:
+        assert read_all(quire.bootstrap, t) == expected[t], t  # offsets, keys, values, headers, timestamps
+    assert {r[5][0] for r in expected[lat]} == {2}  # LogAppendTime, kept from Kafka's batches
+
+    # the migrated group continues at exactly the next record on Quire
+    got = first_consumed(quire.bootstrap, group, topics[4])
+    by_offset = {(r[0], r[1]): r for r in expected[topics[4]]}
+    assert got[0] == (37, by_offset[(0, 37)][2], by_offset[(0, 37)][3])
+    assert got[1] == (12, by_offset[(1, 12)][2], by_offset[(1, 12)][3])
+    txn_next = min(r[1] for r in expected[txn] if r[0] == 0 and r[1] >= 23)
+    assert first_consumed(quire.bootstrap, group, txn)[0][0] == txn_next
+
+    # a re-run copies only what is new
+    produce(kafka, topics[0], 30, start=120)
+    out = io.StringIO()
+    assert run(Options(kafka, quire.bootstrap, topics=[topics[0]], groups=[]), spark=spark, out=out,
+               err=io.StringIO()) == 0
+    assert "copied 30 records" in out.getvalue(), out.getvalue()
+    assert read_all(quire.bootstrap, topics[0]) == read_all(kafka, topics[0])
+
+    # --follow keeps copying until stopped
+    stop = threading.Event()
+    result: list[int] = []
+    follow = threading.Thread(target=lambda: result.append(run(
+        Options(kafka, quire.bootstrap, topics=[topics[1]], groups=[], follow=True, verify=True), spark=spark,
+        out=io.StringIO(), err=io.StringIO(), stop=stop)))
+    follow.start()
+    try:
+        produce(kafka, topics[1], 25, codec="gzip", start=120)
+        want = read_all(kafka, topics[1])
+        deadline = time.monotonic() + 120
+        while read_all(quire.bootstrap, topics[1]) != want:  # each read is a consumer's round trip
+            assert time.monotonic() < deadline, "--follow did not copy the new records"
+            assert follow.is_alive(), result
+    finally:
+        stop.set()
+        follow.join(180)
+    assert result == [0]
+
+
+def test_bad_input_is_one_line(quire: StandaloneGateway, tmp_path: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "quire", "migrate", *args], capture_output=True, text=True,
+                              timeout=120, cwd=ROOT)
+
+    for args, message in (
+        (["--from", "nohost", "--to", quire.bootstrap], "--from 'nohost' is not host:port"),
+        (["--from", "127.0.0.1:1", "--to", str(tmp_path)], "is neither host:port"),
+        (["--from", "127.0.0.1:1", "--to", quire.bootstrap, "--pattern", "("], "is not a regular expression"),
+    ):
+        proc = cli(*args)
+        assert proc.returncode == 2, proc
+        assert proc.stderr.strip().startswith("quire migrate: ") and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    with pytest.raises(MigrateError, match="no such topic on the source"):
+        run(Options(quire.bootstrap, quire.bootstrap, topics=["nope-" + unique("t")]), spark=object())

@@ -8,12 +8,13 @@
 Each scan is a count and a hash aggregation over value length (one Spark job). The topics are
 filled with kafka-producer-perf-test. Then a producer at a fixed rate on Quire
 (kafka-producer-perf-test --throughput), alone and during scan (a): its p99 latency ratio shows
-how far a direct scan disturbs the write path. `quire migrate` is not built yet (migrate_MBps=nan).
-Targets: direct >= kafka; producer p99 during the scan <= 1.5x alone.
+how far a direct scan disturbs the write path. Last, `quire migrate` copies Kafka's topic into a
+fresh `quire standalone --bookies 3 --import-enable` (MB/s, and its tasks' time fetching from
+Kafka and importing into Quire). Targets: direct >= kafka; producer p99 during the scan <= 1.5x alone.
 
 Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [spark] extra.
 Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
-producer_p99_ratio=<n> migrate_MBps=nan`.
+producer_p99_ratio=<n> migrate_MBps=<n>`.
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--producer-s 15]
 """
@@ -72,6 +73,24 @@ def rate_limited_p99(bootstrap: str, topic: str, mbps: float, seconds: float) ->
     return float(m[1])
 
 
+def migrate_mbps(spark: Any, kafka: str, data_dir: Path) -> float:
+    """`quire migrate` of the scan topic from Kafka into a fresh standalone, MiB/s (printing the
+    job's summary: records, task time fetching and importing)."""
+    import io
+
+    from pipeline.migrate.job import Options, migrate_round
+
+    gw = StandaloneGateway(data_dir, bookies=3, log_level="WARNING", extra_args=["--import-enable"]).start()
+    try:
+        summary = migrate_round(spark, Options(kafka, gw.bootstrap, topics=["scan"], groups=[]), gw.bootstrap,
+                                io.StringIO())
+    finally:
+        gw.stop(timeout=30.0)
+    for line in summary.lines():
+        print(f"migrate: {line}", flush=True)
+    return summary.bytes / (1 << 20) / summary.seconds
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=2048, help="topic size, MiB")
@@ -100,7 +119,7 @@ def main() -> int:
                         .option("subscribe", "scan").option("startingOffsets", "earliest").load())
 
     nan = float("nan")
-    direct = via = kafka = ratio = nan
+    direct = via = kafka = ratio = migrate = nan
     with tempfile.TemporaryDirectory(prefix="spark-scan-") as tmp:
         gw = StandaloneGateway(Path(tmp) / "quire", bookies=3, log_level="WARNING").start()
         try:
@@ -132,11 +151,12 @@ def main() -> int:
             print(f"kafka fill: {fill(bootstrap, 'scan', args.partitions, records):.1f} MB/s", flush=True)
             kafka = scan(spark, kafka_df(bootstrap), records)
             print(f"(c) Spark Kafka source from Apache Kafka: {kafka:.1f} MB/s", flush=True)
+            migrate = migrate_mbps(spark, bootstrap, Path(tmp) / "migrated")
     spark.stop()
     print(f"direct/kafka: {direct / kafka if kafka > 0 else nan:.2f} (target >= 1.00); "
           f"producer p99 ratio {ratio:.2f} (target <= 1.50)")
     print(f"BENCH spark_scan direct_MBps={direct:.2f} via_gateway_MBps={via:.2f} kafka_MBps={kafka:.2f} "
-          f"producer_p99_ratio={ratio:.2f} migrate_MBps=nan")
+          f"producer_p99_ratio={ratio:.2f} migrate_MBps={migrate:.2f}")
     return 0
 
 

@@ -246,3 +246,10 @@ def test_bad_input_is_one_line(quire: StandaloneGateway, tmp_path: Path) -> None
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     with pytest.raises(MigrateError, match="no such topic on the source"):
         run(Options(quire.bootstrap, quire.bootstrap, topics=["nope-" + unique("t")]), spark=object())
+
+
+def test_to_takes_a_data_dir_or_metadata_store(quire: StandaloneGateway) -> None:
+    from pipeline.migrate.job import dest_bootstrap
+
+    assert dest_bootstrap(str(quire.data_dir)) == quire.bootstrap  # its live gateway, from the store
+    assert dest_bootstrap(quire.bootstrap) == quire.bootstrap

@@ -44,7 +44,7 @@ class MigrateError(Exception):
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="quire migrate", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="quire migrate",
         description="Copy Kafka topics into Quire at their original offsets, with consumer-group offsets "
         "(a PySpark job; the Quire gateways need quire.import.enable=true while it runs).")
     p.add_argument("--from", dest="source", required=True, metavar="BOOTSTRAP",
@@ -54,10 +54,10 @@ def parser() -> argparse.ArgumentParser:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--topics", nargs="+", default=None, metavar="TOPIC", help="topics to copy (default: all)")
     which.add_argument("--pattern", default=None, help="regular expression of the topics to copy")
-    p.add_argument("--groups", nargs="+", default=None, metavar="GROUP",
+    p.add_argument("--groups", nargs="*", default=None, metavar="GROUP",
                    help="consumer groups whose committed offsets to copy (default: every group with offsets "
-                   "on the copied topics)")
-    p.add_argument("--master", default="local[*]", help="Spark master URL")
+                   "on the copied topics; --groups alone: none)")
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
     p.add_argument("--follow", action="store_true", help="keep copying new records until interrupted")
     p.add_argument("--verify", action="store_true",
                    help="compare both sides per partition (records, chained hash); exit 1 on a mismatch")

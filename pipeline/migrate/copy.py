@@ -60,10 +60,10 @@ class PartitionResult:
 
 
 def placeholder(b: RecordBatch) -> bytes:
-    """An empty batch over a control batch's offsets (its timestamps kept): Quire has no
-    transactions yet, and a log ending in a marker must still end where Kafka's does, or a
-    committed offset just past the marker would be out of range. Consumers skip empty batches
-    (compaction leaves them too)."""
+    """An empty batch over a control batch's offsets (its timestamps kept): the copy is of
+    committed data only, so a marker has no transaction to close on Quire, yet a log ending in
+    one must still end where Kafka's does, or a committed offset just past it would be out of
+    range. Consumers skip empty batches (compaction leaves them too)."""
     out = bytearray(b.memoryview()[:BATCH_OVERHEAD])
     _LENGTH.pack_into(out, OFF_LENGTH, BATCH_OVERHEAD - LOG_OVERHEAD)
     _ATTRS.pack_into(out, OFF_ATTRIBUTES, b.attributes & ATTR_TIMESTAMP_TYPE)

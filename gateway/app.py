@@ -19,6 +19,7 @@ from gateway.server import GatewayServer
 from gateway.services import GatewayServices
 from gateway.topics.configs import set_broker_defaults
 from gateway.topics.registry import TopicRegistry
+from gateway.txns import TxnCoordinators, txn_verifier
 from store.ledger.client import LedgerClient
 from store.managed.cache import EntryCache
 from store.meta.factory import open_meta
@@ -93,6 +94,9 @@ async def run_gateway(
         # reach the cursors of partitions this gateway owns even if it coordinates no group.
         services.groups = GroupCoordinators(services)
         services.groups.start()
+        services.txns = TxnCoordinators(services)
+        services.txns.start()
+        services.txn_verifier = txn_verifier(services)
         server = GatewayServer(services)
         await server.start(sock)
         log.info("gateway %d serving on %s:%d (advertised %s:%d)", node_id, config.listen_host, server.port,
@@ -106,6 +110,8 @@ async def run_gateway(
             await server.close(min(config.shutdown_grace_s, 5.0))
         else:
             sock.close()
+        if services is not None and services.txns is not None:
+            await _quietly(services.txns.close(), "closing transaction coordinators")
         if services is not None and services.groups is not None:
             await _quietly(services.groups.close(), "closing group coordinators")
         if services is not None and services.shares is not None:

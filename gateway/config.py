@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from coordinator.share.config import ShareConfig
+from coordinator.txn.config import TxnConfig
 from gateway.topics.configs import ConfigSource, ConfigType
 from store.offload import OffloadSettings
 from store.offload.offloader import (
@@ -55,6 +56,7 @@ class GatewayConfig:
     offsets_topic_partitions: int | None = None  # offsets.topic.num.partitions (Quire: 16)
     # GroupConfig field -> value of the group.* settings (quire/settings.py); missing: the default.
     group: dict[str, int | str] = field(default_factory=dict)
+    txn: TxnConfig = field(default_factory=TxnConfig)  # transaction.* settings
     transaction_partition_verification: bool = True  # transaction.partition.verification.enable
     share: ShareConfig = field(default_factory=ShareConfig)  # group.share.* (share groups)
     cache_mb: int | None = None  # quire.cache.mb: entry cache bound; None: EntryCache's default

@@ -10,7 +10,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client.metrics_core import Metric
@@ -19,17 +19,13 @@ from coordinator.group.assignors import ASSIGNORS, TopicMeta
 from coordinator.group.config import OFFSETS_TOPIC, GroupConfig
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.cursors import GROUP_OFFSETS, CursorMover, OffsetPublisher
-from coordinator.group.hashing import shard_for
-from coordinator.group.shard_log import ShardLogError
 from coordinator.metrics import group_metrics
-from gateway.errors import KafkaApiError
+from gateway.coordinator_shards import CoordinatorShards
 from gateway.topics.naming import INTERNAL_TOPICS
-from kafka_wire.errors import ErrorCode
 from store.managed.position import Position
 from store.metrics import InstanceCollector
 
 if TYPE_CHECKING:
-    from gateway.cluster.membership import GatewayNode
     from gateway.partition.log import PartitionLog
     from gateway.services import GatewayServices
     from gateway.topics.registry import TopicInfo
@@ -56,27 +52,6 @@ def group_config(services: GatewayServices) -> GroupConfig:
     return out
 
 
-class PartitionShardLog:
-    """A coordinator shard's log: the `__consumer_offsets` partition's PartitionLog."""
-
-    def __init__(self, plog: PartitionLog, max_bytes: int) -> None:
-        self.plog = plog
-        self.max_bytes = max_bytes
-
-    async def append(self, batch: bytes) -> int:
-        try:
-            res = await self.plog.append(
-                bytearray(batch), api_version=9, max_message_bytes=self.max_bytes, log_append_time=False
-            )
-        except KafkaApiError as e:
-            lost = self.plog.lost or e.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-            raise ShardLogError(f"offsets-topic append failed: {e}", lost=lost) from e
-        return res.base_offset
-
-    def replay(self) -> AsyncIterator[bytes]:
-        return self.plog.replay()
-
-
 def _position_finder(plog: PartitionLog) -> Callable[[int], Awaitable[Position]]:
     """offset -> position of the first entry not consumed by a group committed at `offset`."""
 
@@ -89,23 +64,16 @@ def _position_finder(plog: PartitionLog) -> Callable[[int], Awaitable[Position]]
     return find
 
 
-class _Shard:
-    def __init__(self, plog: PartitionLog, coordinator: GroupCoordinator) -> None:
-        self.plog = plog
-        self.coordinator = coordinator
-        self.loading: asyncio.Task[None] | None = None
-
-
-class GroupCoordinators:
+class GroupCoordinators(CoordinatorShards[GroupCoordinator]):
     """All group-coordinator shards of one gateway process."""
 
+    topic_name = OFFSETS_TOPIC
+    what = "group"
+
     def __init__(self, services: GatewayServices) -> None:
-        self.services = services
         self.config = group_config(services)
-        self._shards: dict[int, _Shard] = {}
-        self._topic: TopicInfo | None = None
-        self._topic_lock = asyncio.Lock()
-        self._activating: dict[int, asyncio.Lock] = {}
+        super().__init__(services, self.config.offsets_topic_partitions, OFFSETS_TOPIC_CONFIGS,
+                         self.config.load_wait_s)
         self._publisher = OffsetPublisher(services.meta, self._topic_id_of)
         self._mover = CursorMover(services.meta)
         self._cursor_task: asyncio.Task[None] | None = None
@@ -160,149 +128,27 @@ class GroupCoordinators:
             await self._mover.apply(tid, p, plog.ml, _position_finder(plog))
 
     async def offsets_topic(self, *, create: bool = True) -> TopicInfo:
-        if self._topic is not None:
-            return self._topic
-        async with self._topic_lock:
-            topics = self.services.topics
-            info = await topics.get(OFFSETS_TOPIC)
-            if info is None and create:
-                try:
-                    info = await topics.create(
-                        OFFSETS_TOPIC, self.config.offsets_topic_partitions, dict(OFFSETS_TOPIC_CONFIGS)
-                    )
-                except KafkaApiError as e:
-                    if e.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                        raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from e
-                    info = await topics.get(OFFSETS_TOPIC)
-            if info is None:
-                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no offsets topic")
-            self._topic = info
-            return info
+        return await self.internal_topic(create=create)
 
-    def shard_of(self, group_id: str, topic: TopicInfo) -> int:
-        return shard_for(group_id, topic.partitions)
+    def make(self, shard: int, plog: PartitionLog) -> GroupCoordinator:
+        return GroupCoordinator(shard, self.shard_log(plog), self.config, topics=self._topic_image,
+                                share_config=self.services.config.share)
 
-    async def find(self, group_id: str) -> GatewayNode:
-        """The gateway coordinating `group_id` (COORDINATOR_NOT_AVAILABLE if none yet)."""
-        topic = await self.offsets_topic()
-        shard = self.shard_of(group_id, topic)
-        cluster = self.services.cluster
-        owner = cluster.leader_of(topic.topic_id, shard)
-        if owner is None or owner == self.services.node_id:
-            # Nobody owns the shard yet (or we do): try to take it and start loading it now.
-            try:
-                await self._activate(topic, shard)
-                owner = self.services.node_id
-            except KafkaApiError:
-                owner = cluster.leader_of(topic.topic_id, shard)
-        node = cluster.node(owner) if owner is not None else None
-        if node is None:
-            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no coordinator for shard {shard} yet")
-        return node
+    def complete_txn_offsets(self, shard: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was appended to this shard's partition here."""
+        c = self.loaded_shard(shard)
+        if c is not None:
+            c.complete_txn(producer_id, commit)
 
-    async def coordinator_for(self, group_id: str) -> GroupCoordinator:
-        """This gateway's loaded coordinator of the group's shard; KafkaApiError with
-        NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE otherwise."""
-        topic = await self.offsets_topic()
-        shard = self.shard_of(group_id, topic)
-        st = await self._activate(topic, shard)
-        task = st.loading
-        if task is not None and not task.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(task), self.config.load_wait_s)
-            except TimeoutError:
-                raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "loading") from None
-            except Exception:
-                pass
-        if task is not None and task.done() and (task.cancelled() or task.exception() is not None):
-            self._unload(shard, st)
-            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"shard {shard} failed to load")
-        if not st.coordinator.active:
-            raise KafkaApiError(ErrorCode.NOT_COORDINATOR, "shard unloaded")
-        return st.coordinator
-
-    async def _activate(self, topic: TopicInfo, shard: int) -> _Shard:
-        st = self._shards.get(shard)
-        if st is not None and self._current(topic, shard, st):
-            return st
-        lock = self._activating.setdefault(shard, asyncio.Lock())
-        async with lock:
-            st = self._shards.get(shard)
-            if st is not None:
-                if self._current(topic, shard, st):
-                    return st
-                self._unload(shard, st)
-            try:
-                plog = await self.services.partitions.get(topic, shard)
-            except KafkaApiError as e:
-                code = ErrorCode.NOT_COORDINATOR
-                if e.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-                raise KafkaApiError(code, f"shard {shard}: {e}") from e
-            shard_log = PartitionShardLog(plog, max(self.services.config.message_max_bytes, 64 << 20))
-            st = _Shard(plog, GroupCoordinator(shard, shard_log, self.config, topics=self._topic_image,
-                                               share_config=self.services.config.share))
-            self._shards[shard] = st
-            plog.add_lost_listener(lambda: self._unload(shard, st))
-            st.loading = asyncio.get_running_loop().create_task(self._load(shard, st))
-            return st
-
-    def _current(self, topic: TopicInfo, shard: int, st: _Shard) -> bool:
-        plog = st.plog
-        return not plog.lost and self.services.partitions.log_of(topic.topic_id, shard) is plog
-
-    async def _load(self, shard: int, st: _Shard) -> None:
-        try:
-            await st.coordinator.load()
-        except Exception:
-            log.exception("loading group shard %d failed", shard)
-            raise
-
-    def _unload(self, shard: int, st: _Shard) -> None:
-        if self._shards.get(shard) is st:
-            del self._shards[shard]
-        self._publisher.forget(set(st.coordinator.groups))
-        if st.loading is not None and not st.loading.done():
-            st.loading.cancel()
-        st.coordinator.unload()
-
-    def loaded(self) -> list[GroupCoordinator]:
-        return [st.coordinator for st in self._shards.values() if st.coordinator.active]
-
-    async def owned_coordinators(self) -> list[GroupCoordinator] | None:
-        """The loaded coordinators of every shard this gateway owns (activating them); None
-        while one is still loading. No offsets topic yet: no groups."""
-        if self._topic is None and await self.services.topics.get(OFFSETS_TOPIC) is None:
-            return []
-        topic = await self.offsets_topic()
-        partitions = self.services.partitions
-        out = []
-        for shard in range(topic.partitions):
-            if partitions.log_of(topic.topic_id, shard) is None:
-                continue
-            try:
-                st = await self._activate(topic, shard)
-                task = st.loading
-                if task is not None and not task.done():
-                    await asyncio.wait_for(asyncio.shield(task), self.config.load_wait_s)
-            except TimeoutError:
-                return None
-            except Exception:
-                continue  # moved away or failed to load: not ours to list
-            if st.coordinator.active:
-                out.append(st.coordinator)
-        return out
+    def on_unload(self, coordinator: GroupCoordinator) -> None:
+        self._publisher.forget(set(coordinator.groups))
 
     async def close(self) -> None:
         if self._cursor_task is not None:
             self._cursor_task.cancel()
             with contextlib.suppress(BaseException):
                 await self._cursor_task
-        for shard, st in list(self._shards.items()):
-            self._unload(shard, st)
-            if st.loading is not None:
-                with contextlib.suppress(BaseException):
-                    await st.loading
+        await self.close_shards()
 
 
 def coordinators(services: GatewayServices) -> GroupCoordinators:

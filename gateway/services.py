@@ -7,9 +7,10 @@ Each is built by its own subsystem; this module only names them so handlers can 
 - partitions (gateway/cluster/): the PartitionLog of each partition this gateway owns;
 - producer_ids (gateway/partition/): producer id allocation for InitProducerId;
 - groups (gateway/groups.py): the consumer-group coordinators of the shards this gateway owns;
+- txns (gateway/txns.py): the transaction coordinators of the shards this gateway owns;
 - txn_verifier (kafka_log/txn.py TxnVerifier): asks the transaction coordinator whether a
   partition is in a producer's transaction before its first transactional batch is appended
-  (default: accept; the transaction coordinator side installs the real one);
+  (default: accept; gateway/app.py installs gateway/txns.py's);
 - fetch_sessions (gateway/fetch_sessions.py): the incremental fetch session cache (KIP-227).
 """
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from gateway.partition.producer_ids import ProducerIdAllocator
     from gateway.shares import SharePartitions
     from gateway.topics.registry import TopicRegistry
+    from gateway.txns import TxnCoordinators
     from store.ledger.client import LedgerClient
     from store.meta.api import MetaStore
     from store.offload.offloader import Offloader
@@ -46,6 +48,7 @@ class GatewayServices:
     producer_ids: ProducerIdAllocator
     groups: GroupCoordinators | None = None
     shares: SharePartitions | None = None  # gateway/shares.py: share-partitions and share sessions
+    txns: TxnCoordinators | None = None
     offloader: Offloader | None = None  # the offload tier's driver (None: no tier configured)
     txn_verifier: TxnVerifier = accept_all
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)

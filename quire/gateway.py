@@ -7,6 +7,7 @@ from typing import Any
 
 from coordinator.group.config import GroupConfig
 from coordinator.share.config import ShareConfig
+from coordinator.txn.config import TxnConfig
 from gateway.config import GatewayConfig
 from quire import settings as st
 from store.metrics import start_metrics
@@ -43,6 +44,14 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
             heartbeat_interval_ms=r.get_value("group.share.heartbeat.interval.ms"),
             max_size=r.get_value("group.share.max.size"),
             partition_max_record_locks=r.get_value("group.share.partition.max.record.locks"),
+        ),
+        txn=TxnConfig(
+            state_log_num_partitions=r.get_value("transaction.state.log.num.partitions"),
+            state_log_segment_bytes=r.get_value("transaction.state.log.segment.bytes"),
+            max_timeout_ms=r.get_value("transaction.max.timeout.ms"),
+            id_expiration_ms=r.get_value("transactional.id.expiration.ms"),
+            abort_timed_out_interval_ms=r.get_value("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            remove_expired_interval_ms=r.get_value("transaction.remove.expired.transaction.cleanup.interval.ms"),
         ),
         cache_mb=r.get_value("quire.cache.mb"), topic_defaults=topic_defaults,
         import_enable=r.get_value("quire.import.enable"),

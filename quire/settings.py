@@ -21,6 +21,7 @@ from typing import Any
 
 from coordinator.group.config import GroupConfig
 from coordinator.share.config import ShareConfig
+from coordinator.txn.config import TxnConfig
 from gateway.config import BrokerSetting
 from gateway.topics.configs import TOPIC_CONFIGS, ConfigSource, ConfigType
 from store.bookie.bookie import BookieConfig
@@ -88,6 +89,7 @@ class Setting:
 
 _GROUP = GroupConfig()
 _SHARE = ShareConfig()
+_TXN = TxnConfig()
 _BOOKIE = BookieConfig()
 _DISK = DiskConfig()
 _RECOVERY = RecoveryConfig()
@@ -179,6 +181,18 @@ SETTINGS: tuple[Setting, ...] = (
             "consumer-group coordinator shards (partitions of __consumer_offsets)", G,
             flag="--offsets-topic-partitions", env_aliases=("QUIRE_OFFSETS_TOPIC_PARTITIONS",)),
     *_group_settings(),
+    Setting("transaction.state.log.num.partitions", int, _TXN.state_log_num_partitions,
+            "transaction-coordinator shards (partitions of __transaction_state)", G),
+    Setting("transaction.state.log.segment.bytes", int, _TXN.state_log_segment_bytes,
+            "segment.bytes of __transaction_state", G),
+    Setting("transaction.max.timeout.ms", int, _TXN.max_timeout_ms,
+            "largest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT above)", G),
+    Setting("transactional.id.expiration.ms", int, _TXN.id_expiration_ms,
+            "a transactional id idle this long (no transaction open) is forgotten", G),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, _TXN.abort_timed_out_interval_ms,
+            "how often transactions past their timeout are looked for and aborted", G),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, _TXN.remove_expired_interval_ms,
+            "how often expired transactional ids are removed", G),
     Setting("transaction.partition.verification.enable", bool, True,
             "a partition owner asks the transaction coordinator that a partition is in the transaction "
             "before appending its first transactional batch", G),

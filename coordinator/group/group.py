@@ -127,6 +127,9 @@ class Group:
         self.new_member_added = False
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offsets: Counter[tuple[str, int]] = Counter()  # commits being written
+        # Offsets committed in a producer's open transaction (TxnOffsetCommit): applied when its
+        # COMMIT marker lands on this shard's partition, dropped on ABORT.
+        self.txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.join_timer: TimerHandle | None = None
         self.initial_delay_remaining_ms = 0
         self.in_initial_delay = False

@@ -185,6 +185,62 @@ class OffsetOps(ShardState):
         self._maybe_drop(group)
         return out
 
+    async def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit: offsets written in the producer's transaction, pending until its
+        marker lands on this shard (`complete_txn`). Kafka's validation of the member."""
+        def all_(err: int) -> dict[TopicPartition, int]:
+            return dict.fromkeys(offsets, err)
+
+        if not self.active:
+            return all_(ErrorCode.NOT_COORDINATOR)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        if group.is_(GroupState.DEAD):
+            return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(instance_id, member_id):
+            return all_(ErrorCode.FENCED_INSTANCE_ID)
+        if member_id and not group.has(member_id):
+            self._maybe_drop(group)
+            return all_(ErrorCode.UNKNOWN_MEMBER_ID)
+        if generation_id >= 0 and generation_id != group.generation_id:
+            self._maybe_drop(group)
+            return all_(ErrorCode.ILLEGAL_GENERATION)
+        out: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = om
+        if valid:
+            records = [self.offset_record(group_id, tp, om) for tp, om in valid.items()]
+            err = await self._append(records, (producer_id, producer_epoch))
+            if not err and self.groups.get(group_id) is group:
+                group.txn_offsets.setdefault(producer_id, {}).update(valid)
+            for tp in valid:
+                out[tp] = err
+        self._maybe_drop(group)
+        return out
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The producer's marker is on this shard's partition: its transaction's offsets become
+        the committed ones (COMMIT) or are dropped (ABORT)."""
+        for group in list(self.groups.values()):
+            pending = group.txn_offsets.pop(producer_id, None)
+            if pending and commit:
+                group.offsets.update(pending)
+            self._maybe_drop(group)
+
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False,
         member_id: str | None = None, member_epoch: int = -1,
@@ -207,7 +263,7 @@ class OffsetOps(ShardState):
         tps = partitions if partitions is not None else sorted(group.offsets)
         out = []
         for tp in tps:
-            if require_stable and group.pending_offsets.get(tp):
+            if require_stable and (group.pending_offsets.get(tp) or any(tp in o for o in group.txn_offsets.values())):
                 out.append(FetchedOffset(tp[0], tp[1], error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 continue
             om = group.offsets.get(tp)

@@ -231,9 +231,13 @@ def decode_group_value(data: bytes | memoryview) -> GroupMetadataValue:
 Record = tuple[bytes, bytes | None]
 
 
-def build_records_batch(records: list[Record]) -> bytes:
-    """One uncompressed v2 batch of (key, value or None) records, offsets assigned by the log."""
-    return build_batch([NewRecord(k, v) for k, v in records])
+def build_records_batch(records: list[Record], producer: tuple[int, int] | None = None) -> bytes:
+    """One uncompressed v2 batch of (key, value or None) records, offsets assigned by the log;
+    with `producer` = (id, epoch), a transactional batch of that producer (TxnOffsetCommit)."""
+    if producer is None:
+        return build_batch([NewRecord(k, v) for k, v in records])
+    return build_batch([NewRecord(k, v) for k, v in records], producer_id=producer[0],
+                       producer_epoch=producer[1], transactional=True)
 
 
 def iter_log_records(data: bytes | memoryview) -> list[tuple[bytes, bytes | None]]:

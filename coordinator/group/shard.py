@@ -73,6 +73,7 @@ class ShardState:
             group = Group(gid)
             group.offsets = stored.offsets
             group.consumer = stored.consumer
+            group.txn_offsets = stored.txn_offsets
             if stored.metadata is not None and stored.consumer is None:
                 self._restore(group, stored.metadata)
             self.groups[gid] = group
@@ -138,14 +139,17 @@ class ShardState:
 
     # ---- writes ------------------------------------------------------------------------
 
-    async def _append(self, records: list[Record]) -> int:
-        """Append records; Kafka's mapping of a failed offsets-topic write to an error code."""
+    async def _append(self, records: list[Record], producer: tuple[int, int] | None = None) -> int:
+        """Append records (in the transaction of `producer` = (id, epoch) if given); Kafka's
+        mapping of a failed offsets-topic write to an error code."""
         if not records:
             return ErrorCode.NONE
         try:
-            await self.log.append(build_records_batch(records))
+            await self.log.append(build_records_batch(records, producer))
         except ShardLogError as e:
             log.warning("group shard %d: write failed: %s", self.shard, e)
+            if producer is not None and e.error_code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+                return ErrorCode.PRODUCER_FENCED
             return ErrorCode.NOT_COORDINATOR if e.lost else ErrorCode.COORDINATOR_NOT_AVAILABLE
         except Exception:
             log.exception("group shard %d: write failed", self.shard)
@@ -218,6 +222,7 @@ class ShardState:
             group.is_(GroupState.EMPTY)
             and not group.members
             and not group.offsets
+            and not group.txn_offsets
             and not group.pending_members
             and group.generation_id == 0
             and group.consumer is None

@@ -22,6 +22,7 @@ class ShardLog(Protocol):
 class ShardLogError(Exception):
     """An append failed: the coordinator answers with a retriable coordinator error."""
 
-    def __init__(self, message: str, *, lost: bool = False) -> None:
+    def __init__(self, message: str, *, lost: bool = False, error_code: int | None = None) -> None:
         super().__init__(message)
         self.lost = lost  # ownership of the log is gone: NOT_COORDINATOR
+        self.error_code = error_code  # the log's own error, when it gave one

@@ -23,8 +23,9 @@ from coordinator.group.records import (
     decode_offset_value,
     decode_share_group_value,
     decode_share_member_value,
-    iter_log_records,
 )
+from kafka_wire.records import iter_batches
+from kafka_wire.records.control import read_end_txn_marker
 
 TopicPartition = tuple[str, int]
 
@@ -38,6 +39,8 @@ class StoredGroup:
     metadata: GroupMetadataValue | None = None  # the latest GroupMetadata record (None: none, or deleted)
     offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
     consumer: ConsumerGroup | None = None  # a consumer-protocol group's state (KIP-848)
+    # producer id -> offsets of its transaction still open at the end of the log
+    txn_offsets: dict[int, dict[TopicPartition, OffsetCommitValue]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -76,38 +79,60 @@ class GroupLogReplay:
         return g
 
     def apply(self, batches: bytes | memoryview) -> None:
-        """Apply a run of whole record batches."""
-        for key, value in iter_log_records(batches):
-            try:
-                k = decode_key(key)
-                if isinstance(k, OffsetCommitKey):
-                    g = self._group(k.group)
-                    if value is None:
-                        g.offsets.pop((k.topic, k.partition), None)
-                    else:
-                        g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
-                elif isinstance(k, GroupMetadataKey):
-                    self._group(k.group).metadata = None if value is None else decode_group_value(value)
-                elif isinstance(k, ShareGroupMetadataKey):
-                    sg = self._share.setdefault(k.group_id, StoredShareGroup(k.group_id, self.shard))
-                    sg.metadata = None if value is None else decode_share_group_value(value)
-                elif isinstance(k, ShareGroupMemberMetadataKey):
-                    sg = self._share.setdefault(k.group_id, StoredShareGroup(k.group_id, self.shard))
-                    if value is None:
-                        sg.members.pop(k.member_id, None)
-                    else:
-                        sg.members[k.member_id] = decode_share_member_value(value)
-                elif k is not None and k.API_KEY in CONSUMER_RECORDS:
-                    g = self._group(k.group_id)
-                    if g.consumer is None:
-                        g.consumer = ConsumerGroup(k.group_id)
-                    g.consumer.apply(k, None if value is None else decode_consumer_value(k, value))
-                    if not g.consumer.created and not g.consumer.members:
-                        g.consumer = None  # deleted (its metadata tombstone)
-            except ValueError:
-                if not self.skip_unreadable:
-                    raise
-                # a record we cannot read says nothing about the groups we can
+        """Apply a run of whole record batches. Offsets of a transactional batch wait for their
+        producer's marker: COMMIT applies them, ABORT drops them."""
+        for batch in iter_batches(batches):
+            pid = batch.producer_id if batch.is_transactional else -1
+            if batch.is_control:
+                marker = read_end_txn_marker(batch) if pid >= 0 else None
+                if marker is not None:
+                    self._end_txn(pid, marker.commit)
+                continue
+            for rec in batch.records():
+                if rec.key is not None:
+                    self._apply_record(pid, bytes(rec.key), None if rec.value is None else bytes(rec.value))
+
+    def _end_txn(self, pid: int, commit: bool) -> None:
+        for g in self._groups.values():
+            pending = g.txn_offsets.pop(pid, None)
+            if pending and commit:
+                g.offsets.update(pending)
+
+    def _apply_record(self, pid: int, key: bytes, value: bytes | None) -> None:
+        try:
+            k = decode_key(key)
+            if isinstance(k, OffsetCommitKey):
+                g = self._group(k.group)
+                tp = (k.topic, k.partition)
+                if pid >= 0:
+                    if value is not None:
+                        g.txn_offsets.setdefault(pid, {})[tp] = decode_offset_value(value)
+                elif value is None:
+                    g.offsets.pop(tp, None)
+                else:
+                    g.offsets[tp] = decode_offset_value(value)
+            elif isinstance(k, GroupMetadataKey):
+                self._group(k.group).metadata = None if value is None else decode_group_value(value)
+            elif isinstance(k, ShareGroupMetadataKey):
+                sg = self._share.setdefault(k.group_id, StoredShareGroup(k.group_id, self.shard))
+                sg.metadata = None if value is None else decode_share_group_value(value)
+            elif isinstance(k, ShareGroupMemberMetadataKey):
+                sg = self._share.setdefault(k.group_id, StoredShareGroup(k.group_id, self.shard))
+                if value is None:
+                    sg.members.pop(k.member_id, None)
+                else:
+                    sg.members[k.member_id] = decode_share_member_value(value)
+            elif k is not None and k.API_KEY in CONSUMER_RECORDS:
+                g = self._group(k.group_id)
+                if g.consumer is None:
+                    g.consumer = ConsumerGroup(k.group_id)
+                g.consumer.apply(k, None if value is None else decode_consumer_value(k, value))
+                if not g.consumer.created and not g.consumer.members:
+                    g.consumer = None  # deleted (its metadata tombstone)
+        except ValueError:
+            if not self.skip_unreadable:
+                raise
+            # a record we cannot read says nothing about the groups we can
 
     def share_groups(self) -> dict[str, StoredShareGroup]:
         """Every share group not deleted."""
@@ -116,4 +141,4 @@ class GroupLogReplay:
     def groups(self) -> dict[str, StoredGroup]:
         """Every group with metadata or offsets left (deleted groups are gone)."""
         return {gid: g for gid, g in self._groups.items()
-                if g.metadata is not None or g.offsets or g.consumer is not None}
+                if g.metadata is not None or g.offsets or g.txn_offsets or g.consumer is not None}

@@ -1,5 +1,6 @@
 """FindCoordinator (v0-6, batched keys v4+): a group's coordinator is the gateway owning its
-shard of __consumer_offsets; a share key's (group:topic id:partition) the partition's owner."""
+shard of __consumer_offsets, a transactional id's the one owning its shard of __transaction_state;
+a share key's (group:topic id:partition) the partition's owner."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from gateway.cluster.membership import GatewayNode
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.groups import coordinators
+from gateway.txns import txn_coordinators
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
@@ -46,13 +48,13 @@ async def _one(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     def fail(code: int, msg: str) -> Coordinator:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=msg)
 
-    if key_type == KEY_TRANSACTION:
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet")
-    if key_type not in (KEY_GROUP, KEY_SHARE):
+    if key_type not in (KEY_GROUP, KEY_TRANSACTION, KEY_SHARE):
         return fail(ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}")
     try:
         if key_type == KEY_SHARE:
             node = await _share_state_owner(ctx, key)
+        elif key_type == KEY_TRANSACTION:
+            node = await txn_coordinators(ctx.services).find(key)
         else:
             node = await coordinators(ctx.services).find(key)
     except KafkaApiError as e:

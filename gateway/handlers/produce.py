@@ -72,6 +72,9 @@ def verification_error(code: ErrorCode, api_version: int) -> KafkaApiError:
     return KafkaApiError(int(code), f"transaction verification failed: {code.name}")
 
 
+VERIFY_ATTEMPTS = 3  # asking again at once after CONCURRENT_TRANSACTIONS (see below)
+
+
 async def _verify_transactional(
     ctx: RequestContext, transactional_id: str | None, plog: PartitionLog, records: memoryview
 ) -> int | None:
@@ -86,11 +89,16 @@ async def _verify_transactional(
     epoch = int.from_bytes(records[OFF_PRODUCER_ID + 8 : OFF_PRODUCER_ID + 10], "big", signed=True)
     if pid < 0 or plog.producers.in_transaction(pid, epoch):
         return None
-    guard = plog.producers.verification_guard(pid)
     if transactional_id is None:
         raise KafkaApiError(int(ErrorCode.INVALID_TXN_STATE), "a transactional batch without a transactional id")
-    code = await ctx.services.txn_verifier(transactional_id, pid, epoch, plog.topic.name, plog.partition,
-                                           ctx.api_version >= TV2_PRODUCE_VERSION)
+    for _ in range(VERIFY_ATTEMPTS):
+        guard = plog.producers.verification_guard(pid)
+        code = await ctx.services.txn_verifier(transactional_id, pid, epoch, plog.topic.name, plog.partition,
+                                               ctx.api_version >= TV2_PRODUCE_VERSION)
+        # CONCURRENT_TRANSACTIONS: the coordinator answers it once the previous transaction's
+        # markers are in (which changed the guard): ask again, as Kafka's AddPartitionsToTxnManager
+        if code != ErrorCode.CONCURRENT_TRANSACTIONS:
+            break
     if code == ErrorCode.NONE:
         return guard
     raise verification_error(code, ctx.api_version)

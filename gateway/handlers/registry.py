@@ -32,6 +32,8 @@ def _failed_import(e: BaseException) -> HandlerImportError:
 
 try:
     from gateway.handlers import (
+        add_offsets_to_txn,
+        add_partitions_to_txn,
         alter_configs,
         api_versions,
         client_quotas,
@@ -49,7 +51,9 @@ try:
         describe_producers,
         describe_quorum,
         describe_topic_partitions,
+        describe_transactions,
         elect_leaders,
+        end_txn,
         fetch,
         find_coordinator,
         heartbeat,
@@ -58,6 +62,7 @@ try:
         leave_group,
         list_groups,
         list_offsets,
+        list_transactions,
         metadata,
         offset_commit,
         offset_delete,
@@ -71,6 +76,7 @@ try:
         share_group_heartbeat,
         share_group_offsets,
         sync_group,
+        txn_offset_commit,
         update_features,
         write_txn_markers,
     )
@@ -120,6 +126,12 @@ HANDLERS: dict[int, HandlerSpec] = _table(
     serve("DeleteTopics", delete_topics.delete_topics),
     serve("DeleteRecords", delete_records.handle_delete_records),
     serve("InitProducerId", init_producer_id.handle_init_producer_id),
+    serve("AddPartitionsToTxn", add_partitions_to_txn.add_partitions_to_txn),
+    serve("AddOffsetsToTxn", add_offsets_to_txn.add_offsets_to_txn),
+    serve("EndTxn", end_txn.end_txn),
+    serve("TxnOffsetCommit", txn_offset_commit.txn_offset_commit, max_version=5),  # v6: topic ids, not built
+    serve("DescribeTransactions", describe_transactions.describe_transactions),
+    serve("ListTransactions", list_transactions.list_transactions),
     serve("OffsetForLeaderEpoch", offset_for_leader_epoch.handle_offset_for_leader_epoch, min_version=2),
     serve("DescribeConfigs", describe_configs.describe_configs),
     serve("AlterConfigs", alter_configs.alter_configs),

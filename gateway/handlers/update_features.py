@@ -1,5 +1,5 @@
-"""UpdateFeatures (v0-2). Quire finalizes no feature (ApiVersions advertises none, so the
-admin's describeFeatures is empty): every update is refused as Kafka's controller refuses an
+"""UpdateFeatures (v0-2). Quire's finalized features are fixed (ApiVersions advertises
+transaction.version 2, gateway/handlers/api_versions.py): every update is refused as Kafka's controller refuses an
 update of a feature it does not support, INVALID_UPDATE_VERSION for the whole request with
 Kafka's message naming the first feature in error."""
 

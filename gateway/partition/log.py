@@ -268,16 +268,23 @@ class PartitionLog(PartitionFetch):
         log_append_time: bool,
         timestamp_before_max_ms: int | None = None,
         timestamp_after_max_ms: int | None = None,
+        from_coordinator: bool = False,
         verification_guard: int | None = None,
     ) -> asyncio.Future[AppendResult]:
         """Validate, sequence and append one partition's produce data (patched in place, so
         `records` must be writable). The future resolves once the ack quorum has the batch;
         KafkaApiError (raised here or set on the future) carries the partition's error.
+        `from_coordinator`: a coordinator's own batch (Kafka's AppendOrigin.COORDINATOR): a
+        producer id without sequence numbers is allowed, only its epoch is checked.
         `verification_guard`: the producer's verification_guard when the coordinator confirmed
         its transaction; a marker since then refuses a batch that would open one."""
         self._check_serving()
         try:
-            batch = validate_produce_records(records, api_version)
+            if from_coordinator:
+                batch = RecordBatch(records if records is not None else b"", 0)
+                batch.validate(from_client=False)
+            else:
+                batch = validate_produce_records(records, api_version)
         except InvalidBatch as e:
             raise KafkaApiError(int(e.error_code), str(e)) from None
         h = batch.header()
@@ -293,7 +300,13 @@ class PartitionLog(PartitionFetch):
         transactional = bool(h[5] & ATTR_TRANSACTIONAL)
         loop = asyncio.get_running_loop()
         last_seq = -1
-        if pid >= 0:
+        if pid >= 0 and from_coordinator:
+            cur = self.producers.producers.get(pid)
+            if cur is not None and pepoch < cur.epoch:
+                raise KafkaApiError(int(ErrorCode.INVALID_PRODUCER_EPOCH),
+                                    f"epoch {pepoch} of producer {pid} is older than {cur.epoch}")
+            # a coordinator's batch has no sequence: only its epoch is checked
+        elif pid >= 0:
             last_seq = (first_seq + lod) % (1 << 31)
             try:
                 dup = self.producers.check(pid, pepoch, first_seq, last_seq, transactional)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from coordinator.group.config import OFFSETS_TOPIC
 from gateway.errors import KafkaApiError
 from gateway.partition.lookup import TopicCache
 from kafka_log.txn import MarkerWriter
@@ -32,6 +33,9 @@ async def write_marker(
         await plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, transaction_version)
     except KafkaApiError as e:
         return ErrorCode(e.error_code)
+    if topic == OFFSETS_TOPIC and topics.services.groups is not None:
+        # the group shard applies (COMMIT) or drops (ABORT) the transaction's pending offsets
+        topics.services.groups.complete_txn_offsets(partition, producer_id, commit)
     return ErrorCode.NONE
 
 

@@ -89,8 +89,9 @@ class ProducerStates:
         return cur.markers if cur is not None else 0
 
     def in_transaction(self, pid: int, epoch: int | None = None) -> bool:
-        """Whether the producer (at `epoch`, if given: Kafka's hasOngoingTransaction) has an open
-        transaction here."""
+        """The producer has a transaction open here (of `epoch`, if given: under transaction
+        version 2 a batch of the next epoch belongs to the next transaction, whose predecessor's
+        marker may not be in yet; Kafka's hasOngoingTransaction(producerId, epoch))."""
         cur = self.producers.get(pid)
         return cur is not None and cur.txn_first_offset >= 0 and (epoch is None or cur.epoch == epoch)
 

@@ -26,6 +26,8 @@ FAST_GROUP_ENV = {
     # A crashed consumer-protocol member is fenced after 6 s, not Kafka's 45 s.
     "QUIRE_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "6000",
     "QUIRE_GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS": "1000",
+    # transactions past their timeout are looked for often (tests wait for the abort)
+    "QUIRE_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": "200",
 }
 
 

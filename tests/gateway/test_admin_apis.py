@@ -116,7 +116,8 @@ def test_kafka_python_admin_cluster_operations(module_standalone: StandaloneGate
         assert err is Errors.NoReassignmentInProgressError
 
         features = admin.describe_features()
-        assert features == {}  # {name: {"supported": ..., "finalized": ...}}: Quire has none
+        # {name: {"supported": ..., "finalized": ...}}: transactions at version 2 (KIP-890)
+        assert list(features) == ["transaction.version"]
         with pytest.raises(Errors.InvalidUpdateVersionError):
             admin.update_features({"quire.test.version": 1})
         with pytest.raises(Errors.UnsupportedVersionError):

@@ -37,6 +37,18 @@ Marker = WriteTxnMarkersRequest.WritableTxnMarker
 MarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic
 
 
+@pytest.fixture(scope="module")
+def module_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneGateway]:
+    """Without partition verification: these transactions are no coordinator's (the markers are
+    sent by hand, as a coordinator would), so no coordinator would confirm them."""
+    gw = StandaloneGateway(tmp_path_factory.mktemp("standalone") / "data",
+                           extra_args=["--no-transaction-partition-verification-enable"])
+    try:
+        yield gw.start()
+    finally:
+        gw.stop(timeout=20.0)
+
+
 @pytest.fixture
 def raw(module_standalone: StandaloneGateway) -> Iterator[Raw]:
     r = Raw(module_standalone.bootstrap)
@@ -208,7 +220,8 @@ def test_markers_and_read_committed_clients(module_standalone: StandaloneGateway
     assert latest(raw, topic, 1) == latest(raw, topic, 0)
 
 
-def test_transactions_survive_sigkill(standalone: StandaloneGateway) -> None:
+def test_transactions_survive_sigkill(standalone_factory: Any) -> None:
+    standalone = standalone_factory(extra_args=["--no-transaction-partition-verification-enable"])
     topic = "txn-kill"
     create_topic(standalone.bootstrap, topic)
     raw = Raw(standalone.bootstrap)

@@ -40,7 +40,11 @@ SERVED = {
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     23: (2, 4),  # OffsetForLeaderEpoch
+    24: (0, 5),  # AddPartitionsToTxn
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 5),  # EndTxn
     27: (1, 2),  # WriteTxnMarkers
+    28: (0, 5),  # TxnOffsetCommit (v6: topic ids, not built)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (1, 5),  # DescribeLogDirs
@@ -56,6 +60,8 @@ SERVED = {
     57: (0, 2),  # UpdateFeatures
     60: (0, 2),  # DescribeCluster
     61: (0, 0),  # DescribeProducers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 2),  # ListTransactions
     75: (0, 0),  # DescribeTopicPartitions
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe

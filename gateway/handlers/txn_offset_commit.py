@@ -1,0 +1,75 @@
+"""TxnOffsetCommit (v0-5; v6 addresses topics by id, not built): offsets committed in a
+transaction, held per producer by the group's shard until the transaction's marker lands.
+As Kafka 4.4 (transaction.partition.verification.enable), the group's offsets partition must
+be in the producer's transaction (AddOffsetsToTxn first) before v5; v5 (transaction version 2)
+adds it."""
+
+from __future__ import annotations
+
+import time
+
+from coordinator.group.group import OffsetAndMetadata
+from gateway.context import RequestContext
+from gateway.errors import KafkaApiError
+from gateway.groups import coordinators
+from gateway.handlers.group_lookup import errors_by_topic, group_coordinator, partition_exists
+from gateway.handlers.init_producer_id import fenced_code
+from gateway.txns import check_partitions_in_txn
+from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+RTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+RPartition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
+
+
+async def txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    v = ctx.api_version
+    now = int(time.time() * 1000)
+    errors: dict[tuple[str, int], int] = {}
+    wanted: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if not await partition_exists(ctx, t.name, p.partition_index):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            wanted[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+                expire_timestamp=-1,
+            )
+    if wanted:
+        try:
+            coord = await group_coordinator(ctx, req.group_id)
+            groups = coordinators(ctx.services)
+            topic = await groups.offsets_topic()
+            offsets_tp = (topic.name, groups.shard_of(req.group_id, topic))
+            # v5 is transaction version 2's: the offsets partition is added here, not by AddOffsetsToTxn
+            verified = await check_partitions_in_txn(
+                ctx.services, req.transactional_id, req.producer_id, req.producer_epoch, {offsets_tp}, add=v >= 5
+            )
+            err = verified[offsets_tp]
+            if err == ErrorCode.PRODUCER_FENCED:
+                err = ErrorCode.INVALID_PRODUCER_EPOCH  # as Kafka answers a stale epoch here
+            elif err == ErrorCode.TRANSACTION_ABORTABLE and v < 5:
+                err = ErrorCode.INVALID_TXN_STATE  # v5 (KIP-1050) is the first to know it
+            if err:
+                errors.update(dict.fromkeys(wanted, err))
+            else:
+                errors.update(await coord.txn_commit_offsets(
+                    req.group_id, req.producer_id, req.producer_epoch,
+                    req.generation_id_or_member_epoch if v >= 3 else -1,
+                    req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None, wanted,
+                ))
+        except KafkaApiError as e:
+            errors.update(dict.fromkeys(wanted, e.error_code))
+    errors = {tp: fenced_code(code, v, 3) for tp, code in errors.items()}
+    return TxnOffsetCommitResponse(
+        topics=errors_by_topic(
+            req.topics, errors,
+            lambda name, parts: RTopic(name=name, partitions=parts),
+            lambda index, code: RPartition(partition_index=index, error_code=code),
+        )
+    )

@@ -177,7 +177,8 @@ def test_admin_cluster_operations(target: Target) -> None:
     assert one(events, "reassign_ghost")["error"] == "InvalidReplicaAssignmentException"
     assert one(events, "reassign_cancel")["error"] == "NoReassignmentInProgressException"
     assert one(events, "quorum")["error"] == "UnsupportedVersionException"
-    assert one(events, "features") == {**one(events, "features"), "finalized": [], "supported": []}
+    assert one(events, "features") == {**one(events, "features"), "finalized": ["transaction.version"],
+                                          "supported": ["transaction.version"]}
     assert one(events, "update_feature")["error"] == "InvalidUpdateVersionException"
     assert one(events, "quotas")["count"] == 0
     assert one(events, "placed")["partitions"] == [True, True, True]

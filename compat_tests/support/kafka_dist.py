@@ -33,6 +33,7 @@ TOOLS: dict[str, str] = {
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 # Short-lived tool JVMs: skip tiered JIT warm-up and keep the heap small (2 shared cores).

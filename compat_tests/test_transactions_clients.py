@@ -1,0 +1,223 @@
+"""Transactions with unchanged clients: the Java client (kafka-clients 4.4.0, the harness's txn
+command), confluent-kafka, kafka-python and aiokafka: commit, abort, read_committed consumers
+seeing committed records only, fencing by a second producer with the same transactional.id, consume-transform-produce with
+sendOffsetsToTransaction, a transaction the coordinator aborts on its timeout, and Kafka's
+kafka-transactions tool (TransactionsCommand: list, describe, describe-producers, abort)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from compat_tests.support import kafka_dist
+from compat_tests.support.clients import create_topic, unique
+from compat_tests.support.java_harness import one, only, run_harness
+from compat_tests.support.targets import Target
+from compat_tests.support.txn_wire import Txn
+from compat_tests.support.wire import Wire
+
+java = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
+BOTH = pytest.mark.parametrize("target", ["standalone", "cluster"], indirect=True)
+
+
+def read(target: Target, topic: str, isolation: str = "read_committed") -> list[str]:
+    return list(one(run_harness("txn", mode="read", bootstrap=target.bootstrap, topic=topic, isolation=isolation),
+                    "read")["values"])
+
+
+@java
+@pytest.mark.compat(suite="transactions", client="java-client")
+@BOTH
+def test_commit_and_abort_seen_by_read_committed(target: Target) -> None:
+    topic, txn = unique("jt-ca"), unique("jt-id")
+    create_topic(target.bootstrap, topic, partitions=3)
+    run_harness("txn", mode="commit", bootstrap=target.bootstrap, topic=topic, partitions=3, count=30, txn=txn,
+                prefix="c1-")
+    run_harness("txn", mode="abort", bootstrap=target.bootstrap, topic=topic, partitions=3, count=20, txn=txn)
+    run_harness("txn", mode="commit", bootstrap=target.bootstrap, topic=topic, partitions=3, count=9, txn=txn,
+                prefix="c2-")
+    committed = sorted(read(target, topic))
+    assert committed == sorted([f"c1-{i}" for i in range(30)] + [f"c2-{i}" for i in range(9)])
+    everything = read(target, topic, "read_uncommitted")
+    assert sorted(everything) == sorted(committed + [f"a-{i}" for i in range(20)])
+
+
+@java
+@pytest.mark.compat(suite="transactions", client="java-client")
+@BOTH
+def test_second_producer_fences_the_first(target: Target) -> None:
+    topic, txn = unique("jt-fence"), unique("jt-id")
+    create_topic(target.bootstrap, topic)
+    events = run_harness("txn", mode="fence", bootstrap=target.bootstrap, topic=topic, txn=txn)
+    failed = one(events, "first_failed")
+    assert failed["root"] == "org.apache.kafka.common.errors.ProducerFencedException"
+    assert only(events, "second_committed") and not only(events, "first_committed")
+    # the zombie's open transaction was aborted when the second producer initialized
+    assert read(target, topic) == ["second-0", "second-1"]
+
+
+@java
+@pytest.mark.compat(suite="transactions", client="java-client")
+@BOTH
+def test_consume_transform_produce_with_offsets(target: Target) -> None:
+    src, out, group = unique("jt-src"), unique("jt-out"), unique("jt-g")
+    create_topic(target.bootstrap, src, partitions=2)
+    create_topic(target.bootstrap, out, partitions=2)
+    run_harness("txn", mode="commit", bootstrap=target.bootstrap, topic=src, partitions=2, count=10,
+                txn=unique("jt-src-id"), prefix="v-")
+    # an aborted round leaves neither output nor group offsets behind
+    events = run_harness("txn", mode="offsets", bootstrap=target.bootstrap, topic=src, out=out, group=group,
+                         count=10, txn=unique("jt-ctp"), end="abort")
+    assert one(events, "group_offsets")["offsets"] == {}
+    assert read(target, out) == []
+    events = run_harness("txn", mode="offsets", bootstrap=target.bootstrap, topic=src, out=out, group=group,
+                         count=10, txn=unique("jt-ctp"), end="commit")
+    assert one(events, "group_offsets")["offsets"] == {"0": 5, "1": 5}
+    assert sorted(read(target, out)) == sorted(f"V-{i}" for i in range(10))
+
+
+@java
+@pytest.mark.compat(suite="transactions", client="java-client")
+def test_coordinator_aborts_a_timed_out_transaction(target: Target) -> None:
+    topic, txn = unique("jt-to"), unique("jt-id")
+    create_topic(target.bootstrap, topic)
+    events = run_harness("txn", mode="timeout", bootstrap=target.bootstrap, topic=topic, txn=txn,
+                         transaction_timeout_ms=1000)
+    assert only(events, "coordinator_aborted") and not only(events, "committed")
+    assert one(events, "failed")["type"].endswith(("ProducerFencedException", "InvalidProducerEpochException",
+                                                    "KafkaException", "ExecutionException"))
+    assert read(target, topic) == []
+
+
+@pytest.mark.compat(suite="transactions", client="confluent-kafka")
+@BOTH
+def test_confluent_transactional_producer(target: Target) -> None:
+    from confluent_kafka import Producer
+
+    topic = unique("ck-txn")
+    create_topic(target.bootstrap, topic, partitions=2)
+    p = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": unique("ck-id")})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, value=f"c-{i}".encode(), partition=i % 2)
+    p.commit_transaction(60)
+    p.begin_transaction()
+    for i in range(6):
+        p.produce(topic, value=f"a-{i}".encode(), partition=i % 2)
+    p.flush(60)
+    p.abort_transaction(60)
+    assert sorted(read(target, topic)) == sorted(f"c-{i}" for i in range(10))
+
+
+def table(out: str) -> list[dict[str, str]]:
+    """A kafka-transactions table (tab-separated, a header line) as rows."""
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    head = [h.strip() for h in lines[0].split("\t") if h.strip()]
+    return [dict(zip(head, (c.strip() for c in ln.split("\t")), strict=False)) for ln in lines[1:]]
+
+
+@java
+@pytest.mark.compat(suite="transactions", client="kafka-transactions")
+@BOTH
+def test_transactions_command_on_a_hanging_transaction(target: Target) -> None:
+    topic, tid = unique("jt-hang"), unique("jt-hang-id")
+    create_topic(target.bootstrap, topic)
+
+    def tool(*args: str) -> str:
+        return kafka_dist.run_tool("kafka-transactions", ["--bootstrap-server", target.bootstrap, *args]).stdout
+
+    # a transaction whose producer went away after writing (nothing will end it but its timeout)
+    with Wire(target.first) as w:
+        err, coordinator = Txn(w, tid).find_coordinator()
+        assert err == 0
+    with Wire(coordinator) as w:
+        t = Txn(w, tid)
+        assert t.init(timeout_ms=600_000)[0] == 0
+        assert t.add({topic: [0]}) == {"topic0": [0]}
+    with Wire(target.bootstrap) as w:  # the partition's owner: metadata picks it on a cluster
+        leader = next(p.leader_id for p in w.metadata([topic]).topics[0].partitions)
+        node = next(b for b in w.metadata([topic]).brokers if b.node_id == leader)
+    with Wire(f"{node.host}:{node.port}") as w:
+        t2 = Txn(w, tid)
+        t2.pid, t2.epoch = t.pid, t.epoch
+        assert t2.produce(topic, 0, 0) == 0
+    listed = [r for r in table(tool("list")) if r["TransactionalId"] == tid]
+    assert [(r["ProducerId"], r["TransactionState"]) for r in listed] == [(str(t.pid), "Ongoing")]
+    (desc,) = table(tool("describe", "--transactional-id", tid))
+    assert (desc["ProducerId"], desc["TransactionState"], desc["TransactionTimeoutMs"], desc["TopicPartitions"]) == (
+        str(t.pid), "Ongoing", "600000", f"{topic}-0")
+    (prod,) = table(tool("describe-producers", "--topic", topic, "--partition", "0"))
+    assert (prod["ProducerId"], prod["CurrentTransactionStartOffset"]) == (str(t.pid), "0")
+    # the operator aborts it on the partition: the ABORT marker closes it, read_committed moves on
+    tool("abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+    (prod,) = table(tool("describe-producers", "--topic", topic, "--partition", "0"))
+    assert prod["CurrentTransactionStartOffset"] == "None"
+    assert read(target, topic) == []
+
+
+@pytest.mark.compat(suite="transactions", client="kafka-python")
+@BOTH
+def test_kafka_python_transactional_producer(target: Target) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = unique("kp-txn")
+    create_topic(target.bootstrap, topic, partitions=2)
+    p = KafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=unique("kp-id"))
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(10):
+            p.send(topic, value=f"c-{i}".encode(), partition=i % 2)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(4):
+            p.send(topic, value=f"a-{i}".encode(), partition=i % 2)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close()
+    c = KafkaConsumer(bootstrap_servers=target.bootstrap, isolation_level="read_committed",
+                      auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=20000)
+    try:
+        tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+        c.assign(tps)
+        ends = c.end_offsets(tps)  # the last stable offsets
+        got = []
+        for m in c:
+            got.append(m.value.decode())
+            if all(c.position(tp) >= ends[tp] for tp in tps):
+                break
+    finally:
+        c.close()
+    assert sorted(got) == sorted(f"c-{i}" for i in range(10))
+    assert sorted(read(target, topic)) == sorted(got)
+
+
+@pytest.mark.compat(suite="transactions", client="aiokafka")
+@BOTH
+def test_aiokafka_transactional_producer(target: Target) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    topic = unique("ak-txn")
+    create_topic(target.bootstrap, topic, partitions=2)
+
+    async def produce() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=unique("ak-id"))
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(8):
+                    await p.send(topic, value=f"c-{i}".encode(), partition=i % 2)
+            await p.begin_transaction()
+            for i in range(3):
+                await p.send_and_wait(topic, value=f"a-{i}".encode(), partition=i % 2)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(produce())
+    assert sorted(read(target, topic)) == sorted(f"c-{i}" for i in range(8))

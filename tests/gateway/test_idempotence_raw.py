@@ -57,9 +57,13 @@ def test_duplicate_batches_get_their_original_offsets(module_standalone: Standal
     assert [(s.producer_id, s.producer_epoch, s.last_sequence) for s in states] == [(pid, 0, 5)]
 
 
-def test_transactional_init_producer_id_is_refused(raw: Raw) -> None:
-    resp = raw.call(InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4)
-    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+def test_init_producer_id_with_and_without_transactional_id(raw: Raw) -> None:
+    first = raw.call(InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4)
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+    again = raw.call(InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4)
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (0, first.producer_id, 1)
+    too_long = raw.call(InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=900_001), 4)
+    assert too_long.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
     a = raw.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1), 0).producer_id
     b = raw.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1), 2).producer_id
     assert a != b

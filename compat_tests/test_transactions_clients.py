@@ -63,7 +63,8 @@ def test_second_producer_fences_the_first(target: Target) -> None:
 @java
 @pytest.mark.compat(suite="transactions", client="java-client")
 @BOTH
-def test_consume_transform_produce_with_offsets(target: Target) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_consume_transform_produce_with_offsets(target: Target, protocol: str) -> None:
     src, out, group = unique("jt-src"), unique("jt-out"), unique("jt-g")
     create_topic(target.bootstrap, src, partitions=2)
     create_topic(target.bootstrap, out, partitions=2)
@@ -71,11 +72,11 @@ def test_consume_transform_produce_with_offsets(target: Target) -> None:
                 txn=unique("jt-src-id"), prefix="v-")
     # an aborted round leaves neither output nor group offsets behind
     events = run_harness("txn", mode="offsets", bootstrap=target.bootstrap, topic=src, out=out, group=group,
-                         count=10, txn=unique("jt-ctp"), end="abort")
+                         count=10, txn=unique("jt-ctp"), end="abort", protocol=protocol)
     assert one(events, "group_offsets")["offsets"] == {}
     assert read(target, out) == []
     events = run_harness("txn", mode="offsets", bootstrap=target.bootstrap, topic=src, out=out, group=group,
-                         count=10, txn=unique("jt-ctp"), end="commit")
+                         count=10, txn=unique("jt-ctp"), end="commit", protocol=protocol)
     assert one(events, "group_offsets")["offsets"] == {"0": 5, "1": 5}
     assert sorted(read(target, out)) == sorted(f"V-{i}" for i in range(10))
 

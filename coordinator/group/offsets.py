@@ -185,6 +185,22 @@ class OffsetOps(ShardState):
         self._maybe_drop(group)
         return out
 
+    def _validate_consumer_txn_commit(self, group: Group, member_epoch: int, member_id: str) -> int:
+        """Kafka's ConsumerGroup.validateOffsetCommit for a transactional commit: a member of a
+        consumer-protocol group commits at its current epoch (no partition-level leniency)."""
+        cg = group.consumer
+        assert cg is not None
+        if not member_id and member_epoch < 0:
+            return ErrorCode.NONE  # a producer committing for no member (generation unknown)
+        member = cg.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch == member.member_epoch:
+            return ErrorCode.NONE
+        if member.classic is not None:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.STALE_MEMBER_EPOCH if member_epoch < member.member_epoch else ErrorCode.FENCED_MEMBER_EPOCH
+
     async def txn_commit_offsets(
         self,
         group_id: str,
@@ -207,14 +223,19 @@ class OffsetOps(ShardState):
             group = self.groups[group_id] = Group(group_id)
         if group.is_(GroupState.DEAD):
             return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(instance_id, member_id):
-            return all_(ErrorCode.FENCED_INSTANCE_ID)
-        if member_id and not group.has(member_id):
-            self._maybe_drop(group)
-            return all_(ErrorCode.UNKNOWN_MEMBER_ID)
-        if generation_id >= 0 and generation_id != group.generation_id:
-            self._maybe_drop(group)
-            return all_(ErrorCode.ILLEGAL_GENERATION)
+        if group.consumer is not None:
+            err = self._validate_consumer_txn_commit(group, generation_id, member_id)
+            if err:
+                return all_(err)
+        else:
+            if group.is_static_member_fenced(instance_id, member_id):
+                return all_(ErrorCode.FENCED_INSTANCE_ID)
+            if member_id and not group.has(member_id):
+                self._maybe_drop(group)
+                return all_(ErrorCode.UNKNOWN_MEMBER_ID)
+            if generation_id >= 0 and generation_id != group.generation_id:
+                self._maybe_drop(group)
+                return all_(ErrorCode.ILLEGAL_GENERATION)
         out: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():

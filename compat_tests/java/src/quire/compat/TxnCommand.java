@@ -27,7 +27,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *    committed or aborted;
  *  fence: producer A opens a transaction, producer B with the same transactional.id initializes,
  *    A's commit fails (its exception class printed), B commits its own records;
- *  offsets: consume-transform-produce: a consumer in group `group` reads `count` records of
+ *  offsets: consume-transform-produce: a consumer in group `group` (group.protocol `protocol`,
+ *    classic by default) reads `count` records of
  *    `topic`, the producer writes them upper-cased to `out` and sends the offsets to the
  *    transaction, which `end`s (commit/abort); prints what the group has committed after;
  *  timeout: a transaction left open until the coordinator aborted it (transaction.timeout.ms);
@@ -120,6 +121,7 @@ final class TxnCommand {
         Properties c = new Properties();
         c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.str("bootstrap"));
         c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        c.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, a.str("protocol", "classic"));
         c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");

@@ -7,6 +7,7 @@ kafka-transactions tool (TransactionsCommand: list, describe, describe-producers
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -140,9 +141,16 @@ def test_transactions_command_on_a_hanging_transaction(target: Target) -> None:
         t = Txn(w, tid)
         assert t.init(timeout_ms=600_000)[0] == 0
         assert t.add({topic: [0]}) == {"topic0": [0]}
-    with Wire(target.bootstrap) as w:  # the partition's owner: metadata picks it on a cluster
-        leader = next(p.leader_id for p in w.metadata([topic]).topics[0].partitions)
-        node = next(b for b in w.metadata([topic]).brokers if b.node_id == leader)
+    with Wire(target.bootstrap) as w:  # the partition's owner, once metadata names it
+        deadline = time.monotonic() + 30
+        while True:
+            md = w.metadata([topic])
+            leader = md.topics[0].partitions[0].leader_id if md.topics[0].partitions else -1
+            node = next((b for b in md.brokers if b.node_id == leader), None)
+            if node is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert node is not None, f"{topic}: no leader"
     with Wire(f"{node.host}:{node.port}") as w:
         t2 = Txn(w, tid)
         t2.pid, t2.epoch = t.pid, t.epoch

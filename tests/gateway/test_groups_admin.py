@@ -207,7 +207,7 @@ def test_bad_input_gets_kafkas_error_codes(gw: StandaloneGateway) -> None:
         fc = raw.request(10, 4, FindCoordinatorRequest(key_type=1, coordinator_keys=["txn"]))
         assert (fc.coordinators[0].error_code, fc.coordinators[0].port) == (0, gw.port)  # transactions
         fc = raw.request(10, 4, FindCoordinatorRequest(key_type=2, coordinator_keys=["share"]))
-        assert fc.coordinators[0].error_code == E.INVALID_REQUEST  # share groups: not built
+        assert fc.coordinators[0].error_code == E.INVALID_REQUEST  # a share key is group:topic id:partition
         fc = raw.request(10, 0, FindCoordinatorRequest(key="old-client"))
         assert fc.error_code == 0 and fc.port == gw.port
 

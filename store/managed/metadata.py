@@ -47,6 +47,14 @@ class LedgerInfo:
     props: dict[str, str] = field(default_factory=dict)
     closed: bool = False
     offload: OffloadInfo | None = None  # set once a verified offloaded copy exists
+    # A rewrite (log compaction) holding this ledger's entries, entry for entry: positions stay
+    # valid, and the ledger keeps its id and place in the log. None: the ledger holds its own.
+    data: int | None = None
+
+    @property
+    def data_id(self) -> int:
+        """The ledger to read this ledger's entries from."""
+        return self.ledger_id if self.data is None else self.data
 
     def to_doc(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.ledger_id, "entries": self.entries, "size": self.size}
@@ -55,6 +63,8 @@ class LedgerInfo:
             d["props"] = self.props
         if self.offload is not None:
             d["offload"] = self.offload.to_doc()
+        if self.data is not None:
+            d["data"] = self.data
         return d
 
     @classmethod
@@ -68,6 +78,7 @@ class LedgerInfo:
             props={str(k): str(v) for k, v in d.get("props", {}).items()},
             closed=bool(d.get("closed", False)),
             offload=OffloadInfo.from_doc(d["offload"]) if "offload" in d else None,
+            data=int(d["data"]) if "data" in d else None,
         )
 
     def copy(self) -> LedgerInfo:
@@ -80,6 +91,7 @@ class LedgerInfo:
             dict(self.props),
             self.closed,
             self.offload,
+            self.data,
         )
 
 

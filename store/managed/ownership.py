@@ -109,6 +109,7 @@ async def delete_log(
     if data:
         md = LogMetadata.from_bytes(data)
         ids.update(li.ledger_id for li in md.ledgers)
+        ids.update(li.data for li in md.ledgers if li.data is not None)
         ids.update(lid for lid, _ in md.deferred)
     with contextlib.suppress(NoNodeError):
         for seg in await meta.children(cursors_path(name)):

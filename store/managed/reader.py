@@ -90,7 +90,7 @@ class LogReader:
                 else:
                     avg = li.size // li.entries if li.entries else 1024
                     is_open = i == len(ids) - 1 and not li.closed
-                    data = await self._reads.read(lid, entry, want, last, budget, avg, is_open=is_open)
+                    data = await self._reads.read(li.data_id, entry, want, last, budget, avg, is_open=is_open)
                 if not data:
                     break
             for k, d in enumerate(data):

@@ -212,7 +212,9 @@ class Offloader:
         self, ml: ManagedLog, ledger_id: int, progress: Callable[[int], None] | None = None
     ) -> OffloadInfo | None:
         """Copy, verify, switch; None if another attempt or retention won meanwhile."""
-        info = await self._tier.copy_ledger(ml.client, ledger_id, progress)
+        li = next((x for x in ml.ledgers if x.ledger_id == ledger_id), None)
+        data_id = li.data_id if li is not None else ledger_id  # a compacted ledger's rewrite
+        info = await self._tier.copy_ledger(ml.client, data_id, progress)
         crash_point("switch")
         try:
             await ml.record_offload(ledger_id, info)

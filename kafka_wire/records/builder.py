@@ -10,6 +10,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from kafka_wire.records.batch import (
+    ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
@@ -17,10 +18,11 @@ from kafka_wire.records.batch import (
     LOG_OVERHEAD,
     OFF_ATTRIBUTES,
     OFF_CRC,
+    RecordBatch,
     TimestampType,
 )
 from kafka_wire.records.compression import Compression, compress
-from kafka_wire.records.record import Header, encode_record
+from kafka_wire.records.record import Header, Record, encode_record
 
 _HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _REST = struct.Struct(">hiqqqhii")  # attributes .. recordCount
@@ -82,6 +84,28 @@ def build_batch(
         base_sequence,
         len(records),
     )
+    out[BATCH_OVERHEAD:] = body
+    struct.pack_into(">I", out, OFF_CRC, crc32c(memoryview(out)[OFF_ATTRIBUTES:]))
+    return bytes(out)
+
+
+def rebuild_batch(batch: RecordBatch, keep: Sequence[Record]) -> bytes:
+    """`batch` holding only the records `keep` (a subset of its own, in order), as Kafka's log
+    cleaner rewrites one: the header's base offset, lastOffsetDelta (so the next offset), base
+    and max timestamps, producer fields, leader epoch and attributes stay; each record keeps its
+    offset and timestamp deltas, so offsets stay where they were (gaps stay gaps). No record
+    left: Kafka's empty batch header (zero records, uncompressed), which clients step over."""
+    h = batch.header()
+    attrs = h[5] & 0xFFFF
+    body = b"".join(encode_record(r.offset_delta, r.timestamp_delta, r.key, r.value, r.headers) for r in keep)
+    codec = Compression(attrs & ATTR_COMPRESSION_MASK)
+    if not keep:
+        attrs &= ~ATTR_COMPRESSION_MASK
+    elif codec != Compression.NONE:
+        body = compress(codec, body)
+    out = bytearray(BATCH_OVERHEAD + len(body))
+    _HEAD.pack_into(out, 0, h[0], len(out) - LOG_OVERHEAD, h[2], 2)
+    _REST.pack_into(out, OFF_ATTRIBUTES, attrs, h[6], h[7], h[8], h[9], h[10], h[11], len(keep))
     out[BATCH_OVERHEAD:] = body
     struct.pack_into(">I", out, OFF_CRC, crc32c(memoryview(out)[OFF_ATTRIBUTES:]))
     return bytes(out)

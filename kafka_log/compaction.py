@@ -1,0 +1,219 @@
+"""Log compaction of a Kafka partition's segmented log (Kafka's LogCleaner over ledgers).
+
+A pass picks the cleanable ledgers (closed, on bookies, older than min.compaction.lag.ms,
+wholly below the last stable offset), and runs when the dirty ones (never cleaned) are at least
+min.cleanable.dirty.ratio of them by size, or one of them is older than max.compaction.lag.ms.
+It maps the latest offset of each key over the dirty ledgers (keys hashed, the map bounded as
+Kafka's by log.cleaner.dedupe.buffer.size: 24 bytes an entry at a 0.9 load factor; a ledger
+that does not fit ends the pass there), then rewrites every cleanable ledger up to the last
+mapped one, entry for entry (the store switches them in one compare-and-set):
+
+- a record whose key has a later offset in the map is dropped; the batch keeps its base offset
+  and next offset, its records their offsets (gaps stay gaps), and a batch left with no record
+  becomes Kafka's empty batch header, so the offset index and every position stay valid and a
+  fetch inside a cleaned range returns the next offset at or after it;
+- tombstones (null values) stay until delete.retention.ms after the ledger's first cleaning
+  (property c.at, Kafka's delete horizon);
+- records of aborted transactions are removed, as Kafka's cleaner does; transaction markers are
+  kept (always safe: Kafka drops them only once nothing of their transaction is left).
+
+Records are decoded here: the cleaner is off the append path, and runs one pass at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kafka_log.index import P_NEXT
+from kafka_log.txn import AbortedTxn
+from kafka_wire.records import RecordBatch
+from kafka_wire.records.builder import rebuild_batch
+from store.managed.ledgers import WriterLike
+from store.managed.log_retention import Rewrite
+from store.managed.metadata import LedgerInfo
+from store.managed.position import Entry, Position
+
+P_CLEANED_AT = "c.at"  # ledger property: when the ledger was first cleaned (ms)
+MAP_ENTRY_BYTES = 24  # Kafka's SkimpyOffsetMap: a 16-byte MD5 digest and an 8-byte offset
+MAP_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
+
+
+@dataclass(frozen=True)
+class CleanerPolicy:
+    """A topic's compaction configs (Kafka's names, in ms and as a ratio)."""
+
+    min_dirty_ratio: float = 0.5
+    min_lag_ms: int = 0
+    max_lag_ms: int = (1 << 63) - 1
+    delete_retention_ms: int = 86_400_000
+
+
+class OffsetMap:
+    """The latest offset per key over the dirty ledgers, keys hashed (MD5, as Kafka's)."""
+
+    def __init__(self, buffer_bytes: int) -> None:
+        self.capacity = max(1, int(buffer_bytes * MAP_LOAD_FACTOR) // MAP_ENTRY_BYTES)
+        self._map: dict[bytes, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    @staticmethod
+    def digest(key: bytes) -> bytes:
+        return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._map[self.digest(key)] = offset
+
+    def latest(self, key: bytes) -> int:
+        """The key's latest mapped offset, -1 if not mapped."""
+        return self._map.get(self.digest(key), -1)
+
+    def room_for(self, new_keys: int) -> bool:
+        return len(self._map) + new_keys <= self.capacity
+
+    def would_add(self, keys: Iterable[bytes]) -> int:
+        return sum(1 for k in set(map(self.digest, keys)) if k not in self._map)
+
+
+class Aborted:
+    """Aborted transactions' offset ranges per producer (from kafka_log/txn.py's index)."""
+
+    def __init__(self, txns: Iterable[AbortedTxn]) -> None:
+        self._by_pid: dict[int, list[tuple[int, int]]] = {}
+        for t in txns:
+            self._by_pid.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+
+    def contains(self, batch: RecordBatch) -> bool:
+        """A transactional data batch of an aborted transaction."""
+        if not batch.is_transactional or batch.is_control:
+            return False
+        h = batch.header()
+        return any(first <= h[0] <= last for first, last in self._by_pid.get(h[9], ()))
+
+
+def _batches(entries: Iterable[Entry]) -> Iterable[RecordBatch]:
+    for e in entries:
+        yield RecordBatch(e.data)
+
+
+def map_keys(omap: OffsetMap, batches: Iterable[RecordBatch], aborted: Aborted) -> bool:
+    """Add one ledger's keys to the map; False (nothing added) if they do not all fit."""
+    found: list[tuple[bytes, int]] = []
+    for b in batches:
+        if b.is_control or aborted.contains(b):
+            continue
+        base = b.base_offset
+        found.extend((r.key, base + r.offset_delta) for r in b.records() if r.key is not None)
+    if not omap.room_for(omap.would_add(k for k, _ in found)):
+        return False
+    for k, off in found:
+        omap.put(k, off)
+    return True
+
+
+def clean_batch(batch: RecordBatch, omap: OffsetMap, aborted: Aborted, drop_tombstones: bool) -> bytes:
+    """The batch as the cleaner leaves it (its own bytes when nothing goes)."""
+    if batch.is_control:
+        return bytes(batch.memoryview())
+    drop_all = aborted.contains(batch)
+    records = list(batch.records())
+    base = batch.base_offset
+    keep = [] if drop_all else [
+        r for r in records
+        if r.key is not None and base + r.offset_delta >= omap.latest(r.key)
+        and not (drop_tombstones and r.value is None)
+    ]
+    if len(keep) == len(records):
+        return bytes(batch.memoryview())
+    return rebuild_batch(batch, keep)
+
+
+class CompactedLog(Protocol):
+    """What a pass needs of the owned segmented log (store/managed's ManagedLog)."""
+
+    @property
+    def ledgers(self) -> list[LedgerInfo]: ...
+
+    async def read(self, start: Position, max_entries: int = ..., max_bytes: int = ...) -> list[Entry]: ...
+
+    async def create_rewrite_ledger(self) -> WriterLike: ...
+
+    async def replace_ledgers(self, rewrites: dict[int, Rewrite]) -> None: ...
+
+
+def cleanable(ledgers: list[LedgerInfo], policy: CleanerPolicy, now: int, lso: int) -> list[LedgerInfo]:
+    """The prefix of closed ledgers a pass may clean."""
+    out: list[LedgerInfo] = []
+    for li in ledgers[:-1]:  # the last one is the open ledger (Kafka's active segment)
+        nxt = li.props.get(P_NEXT)
+        if (not li.closed or li.offload is not None or nxt is None or int(nxt) > lso
+                or li.last_ms > now - policy.min_lag_ms):
+            break
+        out.append(li)
+    return out
+
+
+def needs_cleaning(ledgers: list[LedgerInfo], policy: CleanerPolicy, now: int) -> bool:
+    dirty = [li for li in ledgers if P_CLEANED_AT not in li.props]
+    if not dirty:
+        return False
+    total = sum(li.size for li in ledgers)
+    if total and sum(li.size for li in dirty) / total >= policy.min_dirty_ratio:
+        return True
+    return any(now - li.first_ms >= policy.max_lag_ms for li in dirty)
+
+
+async def _entries(log: CompactedLog, li: LedgerInfo) -> list[Entry]:
+    out: list[Entry] = []
+    while len(out) < li.entries:
+        got = await log.read(Position(li.ledger_id, len(out)), max_entries=li.entries - len(out))
+        got = [e for e in got if e.position.ledger_id == li.ledger_id]
+        if not got:
+            raise RuntimeError(f"ledger {li.ledger_id}: {li.entries} entries listed, {len(out)} readable")
+        out.extend(got)
+    return out
+
+
+async def clean(
+    log: CompactedLog,
+    policy: CleanerPolicy,
+    *,
+    now: int,
+    lso: int,
+    aborted: Iterable[AbortedTxn],
+    map_bytes: int,
+    throttle: Callable[[int], Awaitable[None]] | None = None,
+) -> list[int]:
+    """One cleaning pass; returns the ids of the ledgers rewritten (none if not due)."""
+    todo = cleanable(log.ledgers, policy, now, lso)
+    if not needs_cleaning(todo, policy, now):
+        return []
+    ab = Aborted(aborted)
+    omap = OffsetMap(map_bytes)
+    first_dirty = next(i for i, li in enumerate(todo) if P_CLEANED_AT not in li.props)
+    end = first_dirty
+    for li in todo[first_dirty:]:
+        if not map_keys(omap, _batches(await _entries(log, li)), ab):
+            break
+        end += 1
+    if end == first_dirty:
+        return []  # not even one ledger's keys fit log.cleaner.dedupe.buffer.size
+    rewrites: dict[int, Rewrite] = {}
+    for li in todo[:end]:
+        at = int(li.props.get(P_CLEANED_AT, now))
+        drop_tombstones = at + policy.delete_retention_ms <= now
+        w = await log.create_rewrite_ledger()
+        try:
+            for e in await _entries(log, li):
+                await w.append(clean_batch(RecordBatch(e.data), omap, ab, drop_tombstones))
+        finally:
+            await w.close()
+        rewrites[li.ledger_id] = Rewrite(w.ledger_id, li.entries, w.length, li.data, {P_CLEANED_AT: str(at)})
+        if throttle is not None:
+            await throttle(li.size)
+    await log.replace_ledgers(rewrites)
+    return list(rewrites)

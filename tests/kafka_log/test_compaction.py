@@ -1,0 +1,138 @@
+"""Log compaction over ledgers: the key map, the rewrite (offsets kept, gaps stay gaps) and a
+whole pass over a managed log on the in-memory ledger client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kafka_log.compaction import P_CLEANED_AT, CleanerPolicy, OffsetMap, clean
+from kafka_log.index import P_NEXT
+from kafka_log.txn import AbortedTxn
+from kafka_wire.records import RecordBatch
+from kafka_wire.records.builder import NewRecord, build_batch
+from kafka_wire.records.control import build_end_txn_marker
+from store.managed.cache import EntryCache
+from store.managed.config import LogConfig
+from store.managed.log import ManagedLog
+from store.managed.position import Position
+from store.meta.api import MetaStore
+from store.meta.factory import open_meta
+from tests.store.managed.fakes import FakeLedgerClient
+
+CFG = LogConfig(ensemble_size=1, write_quorum=1, ack_quorum=1, max_entries=3, retention_ms=-1)
+
+
+@pytest.fixture
+async def meta(tmp_path: Path) -> AsyncIterator[MetaStore]:
+    m = open_meta(f"embedded://{tmp_path / 'meta'}")
+    await m.start()
+    try:
+        yield m
+    finally:
+        await m.close()
+
+
+def test_offset_map_is_bounded_and_hashes_keys() -> None:
+    m = OffsetMap(3 * 24 / 0.9 + 1)
+    assert m.capacity == 3
+    m.put(b"k", 5)
+    m.put(b"k", 9)
+    assert m.latest(b"k") == 9 and m.latest(b"x") == -1 and len(m) == 1
+    assert m.would_add([b"k", b"a", b"a", b"b"]) == 2 and m.room_for(2) and not m.room_for(3)
+
+
+def _at(batch: bytearray, base: int) -> bytes:
+    RecordBatch(batch).set_base_offset(base)
+    return bytes(batch)
+
+
+async def _log(store: MetaStore, client: FakeLedgerClient, batches: list[bytes]) -> ManagedLog:
+    """Each batch one entry, 3 to a ledger; the index's next offset recorded per ledger."""
+    mlog = await ManagedLog.open(store, client, "t/c-0", config=CFG, cache=EntryCache())
+    for b in batches:
+        await mlog.append(b)
+    await mlog.flush()
+    for li in mlog.ledgers[:-1]:
+        last = RecordBatch((await mlog.read(Position(li.ledger_id, li.entries - 1)))[0].data)
+        await mlog.set_ledger_properties(li.ledger_id, {P_NEXT: str(last.last_offset + 1)})
+    return mlog
+
+
+async def _records(mlog: ManagedLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    out = []
+    for e in await mlog.read(Position(0, 0), max_entries=1000):
+        b = RecordBatch(e.data)
+        out += [(b.base_offset + r.offset_delta, r.key, r.value) for r in b.records() if not b.is_control]
+    return out
+
+
+async def test_pass_keeps_latest_per_key_at_original_offsets(meta: MetaStore) -> None:
+    client = FakeLedgerClient()
+    kv = [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"), (b"b", None), (b"a", b"3"), (b"d", b"1")]
+    batches = [build_batch([NewRecord(k, v, timestamp=1000)], base_offset=i) for i, (k, v) in enumerate(kv)]
+    # a two-record batch whose first record goes: the batch keeps its base offset (a gap inside)
+    batches.insert(2, build_batch([NewRecord(b"c", b"0", timestamp=1000), NewRecord(b"e", b"1", timestamp=1000)],
+                                  base_offset=2))
+    for i in range(3, len(batches)):
+        batches[i] = build_batch([NewRecord(*kv[i - 1], timestamp=1000)], base_offset=i + 1)
+    # offsets: 0 a=1, 1 b=1, 2 c=0, 3 e=1, 4 a=2, 5 c=1, 6 b=null, 7 a=3, 8 d=1 (open ledger)
+    mlog = await _log(meta, client, batches)
+    before = [(li.ledger_id, li.entries) for li in mlog.ledgers]
+    pol = CleanerPolicy(min_dirty_ratio=0.5, delete_retention_ms=10_000)
+    done = await clean(mlog, pol, now=100_000_000_000_000, lso=100, aborted=[], map_bytes=1 << 20)
+    assert done == [li for li, _ in before[:2]]
+    assert [(li.ledger_id, li.entries) for li in mlog.ledgers] == before  # entries and positions kept
+    # the open ledger (7, 8) is not mapped, as Kafka's active segment: a=2 at 4 stays for now
+    assert await _records(mlog) == [(3, b"e", b"1"), (4, b"a", b"2"), (5, b"c", b"1"), (6, b"b", None),
+                                    (7, b"a", b"3"), (8, b"d", b"1")]
+    # offsets inside a cleaned range: the batch holding offset 1 is now an empty header that
+    # still ends at offset 1, so a reader positioned there moves on to the next offset
+    emptied = RecordBatch((await mlog.read(Position(done[0], 1)))[0].data)
+    assert (emptied.base_offset, emptied.last_offset, emptied.record_count) == (1, 1, 0)
+    assert emptied.compute_crc() == emptied.crc
+    gap = RecordBatch((await mlog.read(Position(done[0], 2)))[0].data)
+    assert (gap.base_offset, gap.last_offset, gap.record_count) == (2, 3, 1)
+    # nothing dirty left: no pass; once delete.retention.ms has passed since the first
+    # cleaning, a later pass (on new dirt) drops the tombstone
+    assert await clean(mlog, pol, now=100_000_000_000_001, lso=100, aborted=[], map_bytes=1 << 20) == []
+    at = int(mlog.ledgers[0].props[P_CLEANED_AT])
+    pol0 = CleanerPolicy(min_dirty_ratio=0.0, delete_retention_ms=10_000)
+    await mlog.set_ledger_properties(done[0], {P_CLEANED_AT: None})  # dirty again
+    assert await clean(mlog, pol0, now=at + 10_000, lso=100, aborted=[], map_bytes=1 << 20) == done
+    assert (6, b"b", None) not in await _records(mlog)
+    await mlog.close()
+
+
+async def test_pass_removes_aborted_data_keeps_markers_and_respects_lso_and_lag(meta: MetaStore) -> None:
+    client = FakeLedgerClient()
+    batches = [
+        build_batch([NewRecord(b"x", b"committed", timestamp=1000)], base_offset=0),
+        build_batch([NewRecord(b"y", b"aborted", timestamp=1000)], base_offset=1, producer_id=7,
+                    producer_epoch=0, base_sequence=0, transactional=True),
+        _at(build_end_txn_marker(7, 0, commit=False, coordinator_epoch=0), 2),
+        build_batch([NewRecord(b"z", b"1", timestamp=1000)], base_offset=3),
+    ]
+    mlog = await _log(meta, client, batches)
+    pol = CleanerPolicy(min_dirty_ratio=0.0)
+    # below the last stable offset only, and only ledgers older than min.compaction.lag.ms
+    assert await clean(mlog, pol, now=10**15, lso=2, aborted=[], map_bytes=1 << 20) == []
+    lag = CleanerPolicy(min_dirty_ratio=0.0, min_lag_ms=10**9)
+    assert await clean(mlog, lag, now=mlog.ledgers[0].last_ms + 1, lso=10, aborted=[], map_bytes=1 << 20) == []
+    done = await clean(mlog, pol, now=10**15, lso=10, aborted=[AbortedTxn(7, 1, 2, 3)], map_bytes=1 << 20)
+    assert len(done) == 1
+    assert await _records(mlog) == [(0, b"x", b"committed"), (3, b"z", b"1")]
+    marker = RecordBatch((await mlog.read(Position(done[0], 2)))[0].data)
+    assert marker.is_control and marker.record_count == 1
+    await mlog.close()
+
+
+@pytest.mark.parametrize("buffer", [24 / 0.9 + 1])
+async def test_map_too_small_for_a_ledger_cleans_nothing(meta: MetaStore, buffer: float) -> None:
+    client = FakeLedgerClient()
+    batches = [build_batch([NewRecord(bytes([i]), b"v", timestamp=1000)], base_offset=i) for i in range(4)]
+    mlog = await _log(meta, client, batches)
+    assert await clean(mlog, CleanerPolicy(0.0), now=10**15, lso=10, aborted=[], map_bytes=int(buffer)) == []
+    await mlog.close()

@@ -14,6 +14,7 @@ from gateway.cluster.partitions import PartitionManager
 from gateway.config import GatewayConfig
 from gateway.fetch_sessions import FetchSessionCache
 from gateway.groups import GroupCoordinators
+from gateway.partition.cleaner import LogCleaner
 from gateway.partition.producer_ids import ProducerIdAllocator
 from gateway.server import GatewayServer
 from gateway.services import GatewayServices
@@ -68,6 +69,7 @@ async def run_gateway(
                   max_concurrent_ledgers=config.offload_max_concurrent_ledgers)
         if tier is not None else None
     )
+    cleaner = LogCleaner(config.cleaner)
     cluster: ClusterView | None = None
     partitions: PartitionManager | None = None
     server: GatewayServer | None = None
@@ -82,7 +84,7 @@ async def run_gateway(
             meta, ledgers, topics, cluster, node_id,
             cache=EntryCache(config.cache_mb << 20) if config.cache_mb else EntryCache(),
             replication=(config.ensemble_size, config.write_quorum, config.ack_quorum),
-            offloader=offloader,
+            offloader=offloader, cleaner=cleaner,
         )
         await partitions.start()
         services = GatewayServices(
@@ -118,6 +120,7 @@ async def run_gateway(
             await _quietly(services.shares.close(), "closing share-partitions")
         if partitions is not None:
             await _quietly(partitions.close(), "closing partitions")
+        await _quietly(cleaner.close(), "stopping the log cleaner")
         if cluster is not None:
             await _quietly(cluster.close(), "leaving the cluster")
         if offloader is not None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from coordinator.share.config import ShareConfig
 from coordinator.txn.config import TxnConfig
+from gateway.partition.cleaner import CleanerSettings
 from gateway.topics.configs import ConfigSource, ConfigType
 from store.offload import OffloadSettings
 from store.offload.offloader import (
@@ -60,6 +61,7 @@ class GatewayConfig:
     transaction_partition_verification: bool = True  # transaction.partition.verification.enable
     share: ShareConfig = field(default_factory=ShareConfig)  # group.share.* (share groups)
     cache_mb: int | None = None  # quire.cache.mb: entry cache bound; None: EntryCache's default
+    cleaner: CleanerSettings = field(default_factory=CleanerSettings)  # log.cleaner.*
     # Offload tier (quire.offload.*); None or driver "none": no tier (remote.storage.enable inert).
     offload: OffloadSettings | None = None
     offload_deletion_lag_ms: int = DEFAULT_DELETION_LAG_MS

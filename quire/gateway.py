@@ -9,6 +9,7 @@ from coordinator.group.config import GroupConfig
 from coordinator.share.config import ShareConfig
 from coordinator.txn.config import TxnConfig
 from gateway.config import GatewayConfig
+from gateway.partition.cleaner import CleanerSettings
 from quire import settings as st
 from store.metrics import start_metrics
 from store.tasks import run_async
@@ -55,6 +56,11 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
         ),
         cache_mb=r.get_value("quire.cache.mb"), topic_defaults=topic_defaults,
         import_enable=r.get_value("quire.import.enable"),
+        cleaner=CleanerSettings(
+            enable=r.get_value("log.cleaner.enable"),
+            dedupe_buffer_bytes=r.get_value("log.cleaner.dedupe.buffer.size"),
+            io_max_bytes_per_s=r.get_value("log.cleaner.io.max.bytes.per.second"),
+            backoff_ms=r.get_value("log.cleaner.backoff.ms")),
         offload=st.offload_settings(r, fixed.get("data_dir") or r.get_value("quire.data.dir")),
         offload_deletion_lag_ms=r.get_value("quire.offload.deletion.lag.ms"),
         offload_cleanup_margin_ms=r.get_value("quire.offload.cleanup.margin.ms"),

@@ -208,6 +208,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("group.share.partition.max.record.locks", int, _SHARE.partition_max_record_locks,
             "records in flight per share-partition, at most", G),
     *_topic_defaults(),
+    Setting("log.cleaner.enable", bool, True, "run the log cleaner on compacted topics' partitions", G),
+    Setting("log.cleaner.dedupe.buffer.size", int, 134217728,
+            "memory of the cleaner's key map (24 bytes a key, as Kafka's); a pass stops at the ledger "
+            "whose keys do not fit", G, config_type=ConfigType.LONG),
+    Setting("log.cleaner.io.max.bytes.per.second", float, 1.7976931348623157e308,
+            "throttle of the cleaner's reads and writes", G),
+    Setting("log.cleaner.backoff.ms", int, 15000,
+            "how often the cleaner looks at compacted partitions besides when a ledger closes", G,
+            config_type=ConfigType.LONG),
     # Quire's own
     Setting("quire.meta", str, None, "metadata store: zk://host:port/chroot or embedded:///dir (required)",
             frozenset({GATEWAY, BOOKIE, RECOVERY}), described=False),

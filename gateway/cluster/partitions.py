@@ -36,6 +36,7 @@ from store.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import ClusterView
+    from gateway.partition.cleaner import LogCleaner
     from gateway.topics.registry import TopicInfo, TopicRegistry
     from store.ledger.client import LedgerClient
     from store.managed.cache import EntryCache
@@ -67,6 +68,7 @@ class PartitionManager:
         opener: LogOpener | None = None,
         clock: Clock = SYSTEM_CLOCK,
         offloader: Offloader | None = None,
+        cleaner: LogCleaner | None = None,
     ) -> None:
         """replication: (E, WQ, AQ) of new partition ledgers (the gateway's config); opener:
         how a partition log is opened (default PartitionLog.open; tests substitute it)."""
@@ -79,7 +81,8 @@ class PartitionManager:
         self.cache = cache
         self.replication = replication
         self.offloader = offloader
-        self._open = opener or functools.partial(PartitionLog.open, offloader=offloader)
+        self.cleaner = cleaner
+        self._open = opener or functools.partial(PartitionLog.open, offloader=offloader, cleaner=cleaner)
         self._logs: dict[Key, PartitionLog] = {}
         self._pending: dict[Key, asyncio.Task[PartitionLog | None]] = {}
         self._releasing: dict[Key, asyncio.Task[None]] = {}

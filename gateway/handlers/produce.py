@@ -151,6 +151,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
                 timestamp_before_max_ms=info.config_int("message.timestamp.before.max.ms"),
                 timestamp_after_max_ms=info.config_int("message.timestamp.after.max.ms"),
                 verification_guard=guard,
+                compacted=info.compacted,
             )
             bytes_in(info.name, records)
         except RecordValidationError as e:

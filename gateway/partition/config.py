@@ -19,7 +19,7 @@ def log_config_for(
     stored: LogConfig | None = None,
 ) -> LogConfig:
     """segment.bytes/segment.ms -> rollover, retention.ms/bytes -> retention (Kafka consumers
-    hold no cursors, so retention alone decides), min.insync.replicas (when set on the topic)
+    hold no cursors, so retention alone decides; not for cleanup.policy=compact), min.insync.replicas (when set on the topic)
     -> ack quorum, remote.storage.enable and local.retention.ms/bytes (KIP-405; -2: as
     retention.*) -> the offload policy. Replication is `replication` (E, WQ, AQ), else the
     stored one."""
@@ -40,8 +40,9 @@ def log_config_for(
         max_bytes=max(1, topic.config_int("segment.bytes")),
         max_age_s=max(0.001, topic.config_int("segment.ms") / 1000.0),
         min_age_s=base.min_age_s,
-        retention_ms=topic.config_int("retention.ms"),
-        retention_bytes=topic.config_int("retention.bytes"),
+        # cleanup.policy=compact alone: the cleaner, not retention, bounds the log (as Kafka).
+        retention_ms=topic.config_int("retention.ms") if topic.deletes else -1,
+        retention_bytes=topic.config_int("retention.bytes") if topic.deletes else -1,
         cursor_ensemble_size=min(base.cursor_ensemble_size, e),
         cursor_write_quorum=min(base.cursor_write_quorum, wq),
         cursor_ack_quorum=min(base.cursor_ack_quorum, aq),

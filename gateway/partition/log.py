@@ -36,7 +36,7 @@ from gateway.partition.config import fallback_replication, log_config_for
 from gateway.partition.epochs import EpochHistory
 from gateway.partition.log_fetch import PartitionFetch
 from gateway.partition.producers import BatchMeta, CompletedTxn, ProducerStateError, ProducerStates
-from gateway.partition.record_checks import check_timestamps
+from gateway.partition.record_checks import check_keys, check_timestamps
 from gateway.partition.recovery import rebuild
 from gateway.paths import partition_log_name
 from kafka_log.index import LedgerIndex
@@ -56,6 +56,7 @@ from store.managed.position import Position
 from store.meta.api import MetaStore, NoNodeError
 
 if TYPE_CHECKING:
+    from gateway.partition.cleaner import LogCleaner
     from gateway.topics.registry import TopicInfo
     from store.managed.ledgers import LedgerClientLike
 
@@ -136,6 +137,7 @@ class PartitionLog(PartitionFetch):
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._lost = False
+        self.cleaner: LogCleaner | None = None  # compacts the log if the topic says so
         ml.add_ownership_listener(self._on_ml_lost)
 
     # ---- opening ------------------------------------------------------------------------
@@ -152,6 +154,7 @@ class PartitionLog(PartitionFetch):
         replication: tuple[int, int, int] | None = None,
         clock: Clock = SYSTEM_CLOCK,
         offloader: OffloaderLike | None = None,
+        cleaner: LogCleaner | None = None,
     ) -> PartitionLog:
         """Take ownership of the partition's segmented log: recover its tail, rebuild the
         indexes and producer state the previous owner did not persist, bump the leader epoch.
@@ -183,6 +186,9 @@ class PartitionLog(PartitionFetch):
             with contextlib.suppress(Exception):
                 await ml.close()
             raise
+        if cleaner is not None:
+            self.cleaner = cleaner
+            cleaner.attach(self)
         return self
 
     async def _recover(self) -> None:
@@ -217,6 +223,10 @@ class PartitionLog(PartitionFetch):
     @property
     def lost(self) -> bool:
         return self._lost
+
+    @property
+    def serving(self) -> bool:
+        return not (self._lost or self._closing or self.ml.fenced)
 
     def update_topic(self, topic: TopicInfo) -> None:
         """Apply changed topic configs (segment.*, retention.*, min.insync.replicas) to the log."""
@@ -270,6 +280,7 @@ class PartitionLog(PartitionFetch):
         timestamp_after_max_ms: int | None = None,
         from_coordinator: bool = False,
         verification_guard: int | None = None,
+        compacted: bool = False,
     ) -> asyncio.Future[AppendResult]:
         """Validate, sequence and append one partition's produce data (patched in place, so
         `records` must be writable). The future resolves once the ack quorum has the batch;
@@ -296,6 +307,8 @@ class PartitionLog(PartitionFetch):
             )
         if not log_append_time and (timestamp_before_max_ms is not None or timestamp_after_max_ms is not None):
             check_timestamps(batch, _now_ms(), timestamp_before_max_ms, timestamp_after_max_ms)
+        if compacted:
+            check_keys(batch, f"{self.topic.name}-{self.partition}")
         lod, pid, pepoch, first_seq = h[6], h[9], h[10], h[11]
         transactional = bool(h[5] & ATTR_TRANSACTIONAL)
         loop = asyncio.get_running_loop()
@@ -475,6 +488,8 @@ class PartitionLog(PartitionFetch):
         if last is not None and last.dense and last.ledger_id != self.ml.current_ledger_id and not self._lost:
             last.compact()
             await self._persist(last)
+        if self.cleaner is not None:
+            self.cleaner.schedule(self)  # a closed ledger (with its index): maybe cleanable now
 
     async def _persist(self, idx: LedgerIndex | None) -> None:
         """Persist a finished ledger's index, then a producer snapshot up to the HW."""
@@ -566,6 +581,8 @@ class PartitionLog(PartitionFetch):
             return
         self._closing = True
         self._wake()
+        if self.cleaner is not None:
+            self.cleaner.detach(self)
         with contextlib.suppress(Exception):
             await self.ml.flush()
         if self._tasks:
@@ -576,6 +593,8 @@ class PartitionLog(PartitionFetch):
 
     async def delete(self) -> None:
         """Delete the partition's data (topic deletion)."""
+        if self.cleaner is not None:
+            self.cleaner.detach(self)
         self._closing = True
         self._wake()
         await self.ml.delete()

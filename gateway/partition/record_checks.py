@@ -46,3 +46,25 @@ def check_timestamps(batch: RecordBatch, now: int, before_max: int | None, after
         raise KafkaApiError(int(e.error_code), str(e)) from None
     if errors:
         raise RecordValidationError(int(ErrorCode.INVALID_TIMESTAMP), INVALID_TIMESTAMPS, errors)
+
+
+def _record_errors_message(errors: list[tuple[int, str | None]]) -> str:
+    """Kafka's LogValidator.processRecordErrors text (RecordError.toString of the first three)."""
+    shown = ", ".join(f"RecordError(batchIndex={i}, message={'null' if m is None else repr(m)})"
+                      for i, m in errors[:3])
+    return (f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+            f"showing the first three errors at most: [{shown}]")
+
+
+def check_keys(batch: RecordBatch, topic_partition: str) -> None:
+    """A compacted topic refuses records without a key (control batches carry keys of their
+    own): INVALID_RECORD naming each, as Kafka's LogValidator.validateKey."""
+    if batch.is_control:
+        return
+    msg = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
+    try:
+        errors: list[tuple[int, str | None]] = [(i, msg) for i, r in enumerate(batch.records()) if r.key is None]
+    except InvalidBatch as e:
+        raise KafkaApiError(int(e.error_code), str(e)) from None
+    if errors:
+        raise RecordValidationError(int(ErrorCode.INVALID_RECORD), _record_errors_message(errors), errors)

@@ -91,7 +91,7 @@ _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("cleanup.policy", LST, "delete", "log.cleanup.policy",
-       "The retention policy of old log segments: delete (compact is not supported yet).",
+       "delete (retention by time and size), compact (a cleaner keeps the latest record per key) or both.",
        one_of("compact", "delete"), applied=True),
     _d("compression.type", S, "producer", "compression.type",
        "Final compression of the topic; Quire stores batches as produced.", one_of(*_COMPRESSION)),
@@ -100,7 +100,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("compression.lz4.level", INT, "9", "compression.lz4.level", "lz4 level (stored only).", between(1, 17)),
     _d("compression.zstd.level", INT, "3", "compression.zstd.level", "zstd level (stored only).", between(-131072, 22)),
     _d("delete.retention.ms", L, "86400000", "log.cleaner.delete.retention.ms",
-       "Tombstone retention for compacted topics (stored only).", at_least(0)),
+       "How long a compacted topic keeps tombstones (null values) once cleaned.", at_least(0), applied=True),
     _d("errors.deadletterqueue.group.enable", B, "false", None,
        "Whether share groups may use this topic as a dead-letter queue (stored only)."),
     _d("file.delete.delay.ms", L, "60000", "log.segment.delete.delay.ms", "Stored only.", at_least(0)),
@@ -117,7 +117,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("local.retention.ms", L, "-2", "log.local.retention.ms",
        "With remote.storage.enable: ledgers older than this are offloaded (-2: retention.ms, "
        "-1: no age rule).", at_least(-2), applied=True),
-    _d("max.compaction.lag.ms", L, str(LONG_MAX), "log.cleaner.max.compaction.lag.ms", "Stored only.", at_least(1)),
+    _d("max.compaction.lag.ms", L, str(LONG_MAX), "log.cleaner.max.compaction.lag.ms",
+       "A ledger older than this is cleaned whatever the dirty ratio.", at_least(1), applied=True),
     _d("max.message.bytes", INT, "1048588", "message.max.bytes",
        "The largest record batch size allowed.", at_least(0), applied=True),
     _d("max.decompressed.message.bytes", INT, "2147483639", "max.decompressed.message.bytes",
@@ -128,8 +129,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
        "Stored only.", at_least(0)),
     _d("message.timestamp.type", S, "CreateTime", "log.message.timestamp.type",
        "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime"), applied=True),
-    _d("min.cleanable.dirty.ratio", D, "0.5", "log.cleaner.min.cleanable.ratio", "Stored only.", between(0, 1)),
-    _d("min.compaction.lag.ms", L, "0", "log.cleaner.min.compaction.lag.ms", "Stored only.", at_least(0)),
+    _d("min.cleanable.dirty.ratio", D, "0.5", "log.cleaner.min.cleanable.ratio",
+       "Clean once this fraction of the cleanable log is not yet cleaned.", between(0, 1), applied=True),
+    _d("min.compaction.lag.ms", L, "0", "log.cleaner.min.compaction.lag.ms",
+       "Records younger than this are never cleaned.", at_least(0), applied=True),
     _d("min.insync.replicas", INT, "1", "min.insync.replicas",
        "Raises the ledgers' ack quorum (up to the write quorum).", at_least(1), applied=True),
     _d("preallocate", B, "false", "log.preallocate", "Stored only."),
@@ -212,9 +215,6 @@ def validate_value(name: str, raw: str | None) -> str:
         reason = defn.validator(value)
         if reason:
             raise ConfigError(f"Invalid value {raw} for configuration {name}: {reason}")
-    if name == "cleanup.policy" and isinstance(value, list) and "compact" in value:
-        raise ConfigError(f"Invalid value {raw} for configuration cleanup.policy: compaction is not "
-                          "supported yet (only cleanup.policy=delete)")
     if name == "cleanup.policy" and not value:
         raise ConfigError("Invalid value for configuration cleanup.policy: must not be empty")
     return raw.strip() if defn.type != ConfigType.STRING else raw

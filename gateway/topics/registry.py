@@ -61,6 +61,16 @@ class TopicInfo:
     def config_int(self, key: str) -> int:
         return int(self.config(key))
 
+    @property
+    def compacted(self) -> bool:
+        """cleanup.policy includes compact: keyless records refused, a cleaner keeps the latest per key."""
+        return "compact" in (p.strip() for p in self.config("cleanup.policy").split(","))
+
+    @property
+    def deletes(self) -> bool:
+        """cleanup.policy includes delete: retention.ms / retention.bytes apply."""
+        return "delete" in (p.strip() for p in self.config("cleanup.policy").split(","))
+
     def to_bytes(self, created_ms: int | None = None) -> bytes:
         doc: dict[str, object] = {
             "topic_id": self.topic_id.hex, "partitions": self.partitions, "configs": self.configs,

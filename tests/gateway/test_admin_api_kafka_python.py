@@ -66,8 +66,9 @@ def test_errors(admin: KafkaAdminClient) -> None:
         admin.create_topics([NewTopic("kp bad", 1, 1)])
     with pytest.raises(InvalidTopicError):
         admin.create_topics([NewTopic("x" * 250, 1, 1)])
-    with pytest.raises(InvalidConfigurationError, match="compaction is not supported yet"):
-        admin.create_topics([NewTopic("kp-compact", 1, 1, topic_configs={"cleanup.policy": "compact"})])
+    with pytest.raises(InvalidConfigurationError, match=r"cleanup\.policy"):
+        admin.create_topics([NewTopic("kp-compact", 1, 1, topic_configs={"cleanup.policy": "compaction"})])
+    admin.create_topics([NewTopic("kp-compacted", 1, 1, topic_configs={"cleanup.policy": "compact,delete"})])
     with pytest.raises(InvalidConfigurationError):
         admin.create_topics([NewTopic("kp-badcfg", 1, 1, topic_configs={"segment.bytes": "12"})])
     with pytest.raises(InvalidPartitionsError):

@@ -12,7 +12,7 @@ from kafka import KafkaProducer
 from kafka import errors as Errors
 
 from gateway.errors import KafkaApiError, RecordValidationError
-from gateway.partition.record_checks import LONG_MAX, check_timestamps
+from gateway.partition.record_checks import LONG_MAX, check_keys, check_timestamps
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.produce import ProduceRequest, ProduceResponse
 from kafka_wire.records.batch import BATCH_OVERHEAD, RecordBatch
@@ -97,3 +97,38 @@ def test_kafka_python_producer_sees_invalid_timestamp(module_standalone: Standal
         assert producer.send("rec-err-kp", b"fine", timestamp_ms=now).get(30).offset == 0
     finally:
         producer.close()
+
+
+NO_KEY = "Compacted topic cannot accept message without key in topic partition t-0"
+
+
+def test_compacted_topic_names_each_keyless_record() -> None:
+    b = RecordBatch(bytearray(build_batch([NewRecord(None, b"a"), NewRecord(b"k", b"b"), NewRecord(None, None)])))
+    with pytest.raises(RecordValidationError) as ei:
+        check_keys(b, "t-0")
+    e = ei.value
+    assert e.error_code == ErrorCode.INVALID_RECORD
+    assert e.record_errors == [(0, NO_KEY), (2, NO_KEY)]
+    assert e.message == ("One or more records have been rejected due to 2 record errors in total, and only "
+                         f"showing the first three errors at most: [RecordError(batchIndex=0, message='{NO_KEY}'), "
+                         f"RecordError(batchIndex=2, message='{NO_KEY}')]")
+    check_keys(RecordBatch(bytearray(build_batch([NewRecord(b"k", None)]))), "t-0")  # tombstones are fine
+
+
+def test_compacted_topic_refuses_keyless_records_to_clients(module_standalone: StandaloneGateway) -> None:
+    admin = AdminClient({"bootstrap.servers": module_standalone.bootstrap})
+    admin.create_topics([NewTopic("rec-err-compact", 1, 1, config={"cleanup.policy": "compact"})]
+                        )["rec-err-compact"].result(15)
+    producer = Producer({"bootstrap.servers": module_standalone.bootstrap, "retries": 0})
+    errors: list[KafkaError | None] = []
+    producer.produce("rec-err-compact", b"no key", on_delivery=lambda err, _m: errors.append(err))
+    assert producer.flush(30) == 0
+    producer.produce("rec-err-compact", b"keyed", key=b"k", on_delivery=lambda err, _m: errors.append(err))
+    assert producer.flush(30) == 0
+    assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_RECORD, None]
+    kp = KafkaProducer(bootstrap_servers=module_standalone.bootstrap, retries=0)
+    try:
+        with pytest.raises(Errors.InvalidRecordError):
+            kp.send("rec-err-compact", b"no key").get(30)
+    finally:
+        kp.close()

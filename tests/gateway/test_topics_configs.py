@@ -48,8 +48,6 @@ def test_defaults_are_kafkas() -> None:
         ("message.timestamp.type", "Whenever", "one of"),
         ("min.insync.replicas", "0", "at least"),
         ("preallocate", "maybe", "true or false"),
-        ("cleanup.policy", "compact", "compaction is not supported yet"),
-        ("cleanup.policy", "delete,compact", "compaction is not supported yet"),
         ("cleanup.policy", "shred", "one of"),
         ("retention.ms", None, "Null value"),
     ],
@@ -63,13 +61,13 @@ def test_valid_values_normalised() -> None:
     assert cfg.validate_configs(
         {
             "retention.ms": " 1000 ",
-            "cleanup.policy": "delete",
+            "cleanup.policy": "compact, delete",
             "message.timestamp.type": "LogAppendTime",
             "preallocate": "TRUE",
         }
     ) == {
         "retention.ms": "1000",
-        "cleanup.policy": "delete",
+        "cleanup.policy": "compact, delete",
         "message.timestamp.type": "LogAppendTime",
         "preallocate": "TRUE",
     }

@@ -50,7 +50,7 @@ async def test_crud_and_errors(metas: tuple[MetaStore, MetaStore]) -> None:
             (reg.create("orders", 1, {}), ErrorCode.TOPIC_ALREADY_EXISTS),
             (reg.create("bad name", 1, {}), ErrorCode.INVALID_TOPIC_EXCEPTION),
             (reg.create("x", 0, {}), ErrorCode.INVALID_PARTITIONS),
-            (reg.create("x", 1, {"cleanup.policy": "compact"}), ErrorCode.INVALID_CONFIG),
+            (reg.create("x", 1, {"cleanup.policy": "compact,shrink"}), ErrorCode.INVALID_CONFIG),
             (reg.create("x", 1, {"nope": "1"}), ErrorCode.INVALID_CONFIG),
             (reg.add_partitions("orders", 2), ErrorCode.INVALID_PARTITIONS),
             (reg.add_partitions("orders", 3), ErrorCode.INVALID_PARTITIONS),

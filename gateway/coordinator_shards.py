@@ -115,6 +115,10 @@ class CoordinatorShards(Generic[C]):
                     info = await topics.get(self.topic_name)
             if info is None:
                 raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no {self.topic_name} topic")
+            if self.topic_configs.get("cleanup.policy") == "compact" and not info.compacted:
+                # Created before compaction existed: compact it from now on.
+                with contextlib.suppress(KafkaApiError):
+                    info = await topics.modify_configs(self.topic_name, lambda c: {**c, "cleanup.policy": "compact"})
             self._topic = info
             return info
 

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CURSOR_INTERVAL_S = 2.0  # committed offsets reach the partitions' cursors within about this
-# Offsets-topic records must never age out: there is no compaction yet, so keep everything.
-OFFSETS_TOPIC_CONFIGS: dict[str, str | None] = {"retention.ms": "-1", "retention.bytes": "-1"}
+# As Kafka creates it: compacted (so a coordinator takeover replays a bounded log), ledgers of
+# offsets.topic.segment.bytes.
+OFFSETS_TOPIC_CONFIGS: dict[str, str | None] = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
 def group_config(services: GatewayServices) -> GroupConfig:
     """GroupConfig: the gateway's config (the group.* settings and offsets_topic_partitions,

@@ -36,8 +36,8 @@ WRITE_TXN_MARKERS_VERSION = 1
 
 
 def txn_topic_configs(config: TxnConfig) -> dict[str, str | None]:
-    # Like the offsets topic: kept whole (no compaction yet).
-    return {"retention.ms": "-1", "retention.bytes": "-1", "segment.bytes": str(config.state_log_segment_bytes)}
+    # Compacted like the offsets topic, so a takeover replays a bounded log.
+    return {"cleanup.policy": "compact", "segment.bytes": str(config.state_log_segment_bytes)}
 
 
 class TxnCoordinators(CoordinatorShards[TxnCoordinator]):

@@ -14,7 +14,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
-from tests.support.gateway import StandaloneGateway
+from coordinator.group.records import OffsetCommitKey, decode_key
+from tests.support.gateway import StandaloneFactory, StandaloneGateway
 
 pytestmark = pytest.mark.timeout(180)
 TOPIC = "changelog"
@@ -82,3 +83,50 @@ def test_changelog_cleaned_and_read_by_unchanged_clients(module_standalone: Stan
     p.produce(TOPIC, b"d", key=b"k0")
     p.flush(30)
     assert _read(bootstrap, 11, 12) == [(11, b"k2", b"c"), (12, b"k0", b"d")]
+
+
+def _commit_records(bootstrap: str, group: str, topic: str) -> int:
+    """OffsetCommit records of (group, topic-0) in __consumer_offsets, from its start to its end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    n = 0
+    try:
+        parts = c.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"].partitions
+        c.assign([TopicPartition("__consumer_offsets", p, 0) for p in parts])
+        eof: set[int] = set()
+        while len(eof) < len(parts):
+            m = c.poll(10)
+            assert m is not None, "no end of partition"
+            if m.error():
+                eof.add(m.partition())
+                continue
+            k = decode_key(m.key())
+            if isinstance(k, OffsetCommitKey) and (k.group, k.topic, k.partition) == (group, topic, 0):
+                n += 1
+    finally:
+        c.close()
+    return n
+
+
+def test_consumer_offsets_compacted_and_replayed_after_restart(standalone_factory: StandaloneFactory) -> None:
+    # every topic's ledgers roll fast and are cleaned at once (broker defaults), the offsets topic too
+    gw = standalone_factory(extra_args=["--log-roll-ms", "300", "--log-cleaner-min-cleanable-ratio", "0.01"])
+    admin = AdminClient({"bootstrap.servers": gw.bootstrap})
+    admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(15)
+    c = Consumer({"bootstrap.servers": gw.bootstrap, "group.id": "g", "enable.auto.commit": False})
+    try:
+        for i in range(1, 41):
+            c.commit(offsets=[TopicPartition("orders", 0, i)], asynchronous=False)
+    finally:
+        c.close()
+    assert _commit_records(gw.bootstrap, "g", "orders") >= 1
+    deadline = time.monotonic() + 120
+    while _commit_records(gw.bootstrap, "g", "orders") > 1:  # the event: the commits were cleaned
+        assert time.monotonic() < deadline
+    gw.stop()
+    gw.start()  # the coordinator replays the compacted log
+    c = Consumer({"bootstrap.servers": gw.bootstrap, "group.id": "g", "enable.auto.commit": False})
+    try:
+        assert c.committed([TopicPartition("orders", 0)], timeout=30)[0].offset == 40
+    finally:
+        c.close()

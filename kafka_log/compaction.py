@@ -12,8 +12,9 @@ mapped one, entry for entry (the store switches them in one compare-and-set):
   and next offset, its records their offsets (gaps stay gaps), and a batch left with no record
   becomes Kafka's empty batch header, so the offset index and every position stay valid and a
   fetch inside a cleaned range returns the next offset at or after it;
-- tombstones (null values) stay until delete.retention.ms after the ledger's first cleaning
-  (property c.at, Kafka's delete horizon);
+- tombstones (null values) survive the ledger's first cleaning and are dropped by the first
+  pass after delete.retention.ms from then (property c.at: Kafka's delete horizon, KIP-534); a
+  ledger holding tombstones past their horizon makes the log cleanable by itself;
 - records of aborted transactions are removed, as Kafka's cleaner does; transaction markers are
   kept (always safe: Kafka drops them only once nothing of their transaction is left).
 
@@ -37,6 +38,7 @@ from store.managed.metadata import LedgerInfo
 from store.managed.position import Entry, Position
 
 P_CLEANED_AT = "c.at"  # ledger property: when the ledger was first cleaned (ms)
+P_TOMBSTONES = "c.tomb"  # ledger property: its rewrite kept tombstones
 MAP_ENTRY_BYTES = 24  # Kafka's SkimpyOffsetMap: a 16-byte MD5 digest and an 8-byte offset
 MAP_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 
@@ -132,6 +134,11 @@ def clean_batch(batch: RecordBatch, omap: OffsetMap, aborted: Aborted, drop_tomb
     return rebuild_batch(batch, keep)
 
 
+def _has_tombstone(data: bytes) -> bool:
+    b = RecordBatch(data)
+    return not b.is_control and any(r.value is None for r in b.records())
+
+
 class CompactedLog(Protocol):
     """What a pass needs of the owned segmented log (store/managed's ManagedLog)."""
 
@@ -157,7 +164,14 @@ def cleanable(ledgers: list[LedgerInfo], policy: CleanerPolicy, now: int, lso: i
     return out
 
 
+def _tombstones_due(li: LedgerInfo, policy: CleanerPolicy, now: int) -> bool:
+    at = li.props.get(P_CLEANED_AT)
+    return at is not None and int(at) + policy.delete_retention_ms <= now
+
+
 def needs_cleaning(ledgers: list[LedgerInfo], policy: CleanerPolicy, now: int) -> bool:
+    if any(P_TOMBSTONES in li.props and _tombstones_due(li, policy, now) for li in ledgers):
+        return True
     dirty = [li for li in ledgers if P_CLEANED_AT not in li.props]
     if not dirty:
         return False
@@ -194,25 +208,29 @@ async def clean(
         return []
     ab = Aborted(aborted)
     omap = OffsetMap(map_bytes)
-    first_dirty = next(i for i, li in enumerate(todo) if P_CLEANED_AT not in li.props)
+    first_dirty = next((i for i, li in enumerate(todo) if P_CLEANED_AT not in li.props), len(todo))
     end = first_dirty
     for li in todo[first_dirty:]:
         if not map_keys(omap, _batches(await _entries(log, li)), ab):
             break
         end += 1
-    if end == first_dirty:
+    if end == first_dirty and first_dirty < len(todo):
         return []  # not even one ledger's keys fit log.cleaner.dedupe.buffer.size
     rewrites: dict[int, Rewrite] = {}
     for li in todo[:end]:
-        at = int(li.props.get(P_CLEANED_AT, now))
-        drop_tombstones = at + policy.delete_retention_ms <= now
+        drop_tombstones = _tombstones_due(li, policy, now)
         w = await log.create_rewrite_ledger()
+        kept_tombstones = False
         try:
             for e in await _entries(log, li):
-                await w.append(clean_batch(RecordBatch(e.data), omap, ab, drop_tombstones))
+                out = clean_batch(RecordBatch(e.data), omap, ab, drop_tombstones)
+                kept_tombstones = kept_tombstones or (not drop_tombstones and _has_tombstone(out))
+                await w.append(out)
         finally:
             await w.close()
-        rewrites[li.ledger_id] = Rewrite(w.ledger_id, li.entries, w.length, li.data, {P_CLEANED_AT: str(at)})
+        props: dict[str, str | None] = {P_CLEANED_AT: li.props.get(P_CLEANED_AT, str(now)),
+                                        P_TOMBSTONES: "1" if kept_tombstones else None}
+        rewrites[li.ledger_id] = Rewrite(w.ledger_id, li.entries, w.length, li.data, props)
         if throttle is not None:
             await throttle(li.size)
     await log.replace_ledgers(rewrites)

@@ -3,12 +3,13 @@ whole pass over a managed log on the in-memory ledger client."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from kafka_log.compaction import P_CLEANED_AT, CleanerPolicy, OffsetMap, clean
+from kafka_log.compaction import P_CLEANED_AT, P_TOMBSTONES, CleanerPolicy, OffsetMap, clean
 from kafka_log.index import P_NEXT
 from kafka_log.txn import AbortedTxn
 from kafka_wire.records import RecordBatch
@@ -82,7 +83,7 @@ async def test_pass_keeps_latest_per_key_at_original_offsets(meta: MetaStore) ->
     mlog = await _log(meta, client, batches)
     before = [(li.ledger_id, li.entries) for li in mlog.ledgers]
     pol = CleanerPolicy(min_dirty_ratio=0.5, delete_retention_ms=10_000)
-    done = await clean(mlog, pol, now=100_000_000_000_000, lso=100, aborted=[], map_bytes=1 << 20)
+    done = await clean(mlog, pol, now=int(time.time() * 1000), lso=100, aborted=[], map_bytes=1 << 20)
     assert done == [li for li, _ in before[:2]]
     assert [(li.ledger_id, li.entries) for li in mlog.ledgers] == before  # entries and positions kept
     # the open ledger (7, 8) is not mapped, as Kafka's active segment: a=2 at 4 stays for now
@@ -95,14 +96,14 @@ async def test_pass_keeps_latest_per_key_at_original_offsets(meta: MetaStore) ->
     assert emptied.compute_crc() == emptied.crc
     gap = RecordBatch((await mlog.read(Position(done[0], 2)))[0].data)
     assert (gap.base_offset, gap.last_offset, gap.record_count) == (2, 3, 1)
-    # nothing dirty left: no pass; once delete.retention.ms has passed since the first
-    # cleaning, a later pass (on new dirt) drops the tombstone
-    assert await clean(mlog, pol, now=100_000_000_000_001, lso=100, aborted=[], map_bytes=1 << 20) == []
+    # the tombstone survives the first cleaning (Kafka's delete horizon starts then); nothing
+    # dirty and the horizon not reached: no pass; past it, a pass drops the tombstone
+    assert mlog.ledgers[1].props[P_TOMBSTONES] == "1" and P_TOMBSTONES not in mlog.ledgers[0].props
     at = int(mlog.ledgers[0].props[P_CLEANED_AT])
-    pol0 = CleanerPolicy(min_dirty_ratio=0.0, delete_retention_ms=10_000)
-    await mlog.set_ledger_properties(done[0], {P_CLEANED_AT: None})  # dirty again
-    assert await clean(mlog, pol0, now=at + 10_000, lso=100, aborted=[], map_bytes=1 << 20) == done
+    assert await clean(mlog, pol, now=at + 9_999, lso=100, aborted=[], map_bytes=1 << 20) == []
+    assert await clean(mlog, pol, now=at + 10_000, lso=100, aborted=[], map_bytes=1 << 20) == done
     assert (6, b"b", None) not in await _records(mlog)
+    assert P_TOMBSTONES not in mlog.ledgers[1].props and mlog.ledgers[1].props[P_CLEANED_AT] == str(at)
     await mlog.close()
 
 

@@ -12,6 +12,13 @@ if TYPE_CHECKING:
     from gateway.topics.registry import TopicInfo
 
 
+def _max_segment_ms(topic: TopicInfo) -> int:
+    """Kafka's LogConfig.maxSegmentMs: a compacted topic's ledger also closes by
+    max.compaction.lag.ms, so the cleaner can clean its records in time."""
+    seg = topic.config_int("segment.ms")
+    return min(seg, topic.config_int("max.compaction.lag.ms")) if topic.compacted else seg
+
+
 def log_config_for(
     topic: TopicInfo,
     *,
@@ -38,7 +45,7 @@ def log_config_for(
         ack_quorum=aq,
         max_entries=base.max_entries,
         max_bytes=max(1, topic.config_int("segment.bytes")),
-        max_age_s=max(0.001, topic.config_int("segment.ms") / 1000.0),
+        max_age_s=max(0.001, _max_segment_ms(topic) / 1000.0),
         min_age_s=base.min_age_s,
         # cleanup.policy=compact alone: the cleaner, not retention, bounds the log (as Kafka).
         retention_ms=topic.config_int("retention.ms") if topic.deletes else -1,

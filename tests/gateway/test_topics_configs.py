@@ -86,3 +86,24 @@ def test_effective_and_entries() -> None:
     ]
     s = entries["segment.bytes"]
     assert (s.value, s.source, s.is_default) == ("1073741824", cfg.ConfigSource.DEFAULT_CONFIG, True)
+
+
+def test_compacted_topic_log_config() -> None:
+    """compact alone: no time/size retention; a ledger closes by max.compaction.lag.ms too."""
+    import uuid
+
+    from gateway.partition.config import log_config_for
+    from gateway.topics.registry import TopicInfo
+
+    def lc(**configs: str):  # type: ignore[no-untyped-def]
+        return log_config_for(TopicInfo("t", uuid.uuid4(), 1, configs), replication=(1, 1, 1))
+
+    plain = lc(**{"retention.ms": "1000", "segment.ms": "60000", "max.compaction.lag.ms": "5000"})
+    assert (plain.retention_ms, plain.max_age_s) == (1000, 60.0)
+    compact = lc(**{"cleanup.policy": "compact", "retention.ms": "1000", "retention.bytes": "10",
+                    "segment.ms": "60000", "max.compaction.lag.ms": "5000"})
+    assert (compact.retention_ms, compact.retention_bytes, compact.max_age_s) == (-1, -1, 5.0)
+    both = lc(**{"cleanup.policy": "compact,delete", "retention.ms": "1000"})
+    assert both.retention_ms == 1000
+    t = TopicInfo("t", uuid.uuid4(), 1, {"cleanup.policy": "delete, compact"})
+    assert t.compacted and t.deletes

@@ -23,8 +23,9 @@ Records are decoded here: the cleaner is off the append path, and runs one pass 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -74,11 +75,14 @@ class OffsetMap:
         """The key's latest mapped offset, -1 if not mapped."""
         return self._map.get(self.digest(key), -1)
 
-    def room_for(self, new_keys: int) -> bool:
-        return len(self._map) + new_keys <= self.capacity
-
-    def would_add(self, keys: Iterable[bytes]) -> int:
-        return sum(1 for k in set(map(self.digest, keys)) if k not in self._map)
+    def merge(self, later: OffsetMap) -> bool:
+        """Add a later ledger's map (its offsets win); False, adding nothing, if the union
+        would hold more keys than the capacity (Kafka's map full: the pass ends before it)."""
+        new = sum(1 for d in later._map if d not in self._map)
+        if len(self._map) + new > self.capacity:
+            return False
+        self._map.update(later._map)
+        return True
 
 
 class Aborted:
@@ -102,19 +106,15 @@ def _batches(entries: Iterable[Entry]) -> Iterable[RecordBatch]:
         yield RecordBatch(e.data)
 
 
-def map_keys(omap: OffsetMap, batches: Iterable[RecordBatch], aborted: Aborted) -> bool:
-    """Add one ledger's keys to the map; False (nothing added) if they do not all fit."""
-    found: list[tuple[bytes, int]] = []
+def map_keys(omap: OffsetMap, batches: Iterable[RecordBatch], aborted: Aborted) -> None:
+    """Add the keys of these batches (not control batches, not aborted data) to the map."""
     for b in batches:
         if b.is_control or aborted.contains(b):
             continue
         base = b.base_offset
-        found.extend((r.key, base + r.offset_delta) for r in b.records() if r.key is not None)
-    if not omap.room_for(omap.would_add(k for k, _ in found)):
-        return False
-    for k, off in found:
-        omap.put(k, off)
-    return True
+        for r in b.records():
+            if r.key is not None:
+                omap.put(r.key, base + r.offset_delta)
 
 
 def clean_batch(batch: RecordBatch, omap: OffsetMap, aborted: Aborted, drop_tombstones: bool) -> bytes:
@@ -181,15 +181,16 @@ def needs_cleaning(ledgers: list[LedgerInfo], policy: CleanerPolicy, now: int) -
     return any(now - li.first_ms >= policy.max_lag_ms for li in dirty)
 
 
-async def _entries(log: CompactedLog, li: LedgerInfo) -> list[Entry]:
-    out: list[Entry] = []
-    while len(out) < li.entries:
-        got = await log.read(Position(li.ledger_id, len(out)), max_entries=li.entries - len(out))
-        got = [e for e in got if e.position.ledger_id == li.ledger_id]
+async def _chunks(log: CompactedLog, li: LedgerInfo) -> AsyncIterator[list[Entry]]:
+    """A ledger's entries in reads of about a MiB: memory stays bounded whatever its size."""
+    n = 0
+    while n < li.entries:
+        got = [e for e in await log.read(Position(li.ledger_id, n), max_entries=li.entries - n)
+               if e.position.ledger_id == li.ledger_id]
         if not got:
-            raise RuntimeError(f"ledger {li.ledger_id}: {li.entries} entries listed, {len(out)} readable")
-        out.extend(got)
-    return out
+            raise RuntimeError(f"ledger {li.ledger_id}: {li.entries} entries listed, {n} readable")
+        n += len(got)
+        yield got
 
 
 async def clean(
@@ -211,7 +212,12 @@ async def clean(
     first_dirty = next((i for i, li in enumerate(todo) if P_CLEANED_AT not in li.props), len(todo))
     end = first_dirty
     for li in todo[first_dirty:]:
-        if not map_keys(omap, _batches(await _entries(log, li)), ab):
+        ledger_map = OffsetMap(map_bytes)  # this ledger's keys, added only if they all fit
+        async for chunk in _chunks(log, li):
+            map_keys(ledger_map, _batches(chunk), ab)
+            if len(ledger_map) > omap.capacity:
+                break  # cannot fit: stop reading (memory stays bounded by the capacity)
+        if not omap.merge(ledger_map):
             break
         end += 1
     if end == first_dirty and first_dirty < len(todo):
@@ -222,10 +228,13 @@ async def clean(
         w = await log.create_rewrite_ledger()
         kept_tombstones = False
         try:
-            for e in await _entries(log, li):
-                out = clean_batch(RecordBatch(e.data), omap, ab, drop_tombstones)
-                kept_tombstones = kept_tombstones or (not drop_tombstones and _has_tombstone(out))
-                await w.append(out)
+            async for chunk in _chunks(log, li):
+                acks = []
+                for e in chunk:
+                    out = clean_batch(RecordBatch(e.data), omap, ab, drop_tombstones)
+                    kept_tombstones = kept_tombstones or (not drop_tombstones and _has_tombstone(out))
+                    acks.append(w.append(out))  # pipelined, a chunk at a time
+                await asyncio.gather(*acks)
         finally:
             await w.close()
         props: dict[str, str | None] = {P_CLEANED_AT: li.props.get(P_CLEANED_AT, str(now)),

@@ -42,7 +42,13 @@ def test_offset_map_is_bounded_and_hashes_keys() -> None:
     m.put(b"k", 5)
     m.put(b"k", 9)
     assert m.latest(b"k") == 9 and m.latest(b"x") == -1 and len(m) == 1
-    assert m.would_add([b"k", b"a", b"a", b"b"]) == 2 and m.room_for(2) and not m.room_for(3)
+    later = OffsetMap(1 << 20)
+    for k, off in ((b"k", 12), (b"a", 10), (b"a", 11), (b"b", 13)):
+        later.put(k, off)
+    assert m.merge(later) and (len(m), m.latest(b"k"), m.latest(b"a")) == (3, 12, 11)
+    one_more = OffsetMap(1 << 20)
+    one_more.put(b"c", 14)
+    assert not m.merge(one_more) and m.latest(b"c") == -1  # full: nothing added
 
 
 def _at(batch: bytearray, base: int) -> bytes:
@@ -136,4 +142,18 @@ async def test_map_too_small_for_a_ledger_cleans_nothing(meta: MetaStore, buffer
     batches = [build_batch([NewRecord(bytes([i]), b"v", timestamp=1000)], base_offset=i) for i in range(4)]
     mlog = await _log(meta, client, batches)
     assert await clean(mlog, CleanerPolicy(0.0), now=10**15, lso=10, aborted=[], map_bytes=int(buffer)) == []
+    await mlog.close()
+
+
+async def test_map_full_ends_the_pass_at_a_ledger_boundary(meta: MetaStore) -> None:
+    client = FakeLedgerClient()
+    keys = [b"a", b"b", b"a", b"c", b"d", b"e", b"f"]
+    batches = [build_batch([NewRecord(k, b"v", timestamp=1000)], base_offset=i) for i, k in enumerate(keys)]
+    mlog = await _log(meta, client, batches)
+    first = mlog.ledgers[0].ledger_id
+    # room for 3 keys: the first ledger's 2 fit, the second's 3 more do not
+    done = await clean(mlog, CleanerPolicy(0.0), now=10**15, lso=10, aborted=[], map_bytes=int(3 * 24 / 0.9) + 1)
+    assert done == [first]
+    assert [o for o, _, _ in await _records(mlog)] == [1, 2, 3, 4, 5, 6]
+    assert P_CLEANED_AT not in mlog.ledgers[1].props  # still dirty: the next pass starts there
     await mlog.close()

@@ -4,6 +4,7 @@ compare-and-set, positions kept, a crash before the switch leaves the old ledger
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -89,3 +90,24 @@ async def test_crash_mid_rewrite_leaves_old_ledgers_and_orphan_is_deleted(
     await b.trim()  # the orphan was listed for deferred deletion before it got any data
     assert w.ledger_id not in fake_client.ledgers
     await b.close()
+
+
+async def test_reader_in_the_middle_of_a_switch_keeps_reading(meta: MetaStore, fake_client: FakeLedgerClient) -> None:
+    from store.managed.readonly import ManagedLogReader
+
+    cfg = dataclasses.replace(CFG, deferred_delete_s=300.0)
+    mlog = await ManagedLog.open(meta, fake_client, "mid", config=cfg, cache=EntryCache())
+    await asyncio.gather(*[mlog.append(f"e{i}".encode()) for i in range(10)])
+    await mlog.flush()
+    first = mlog.ledgers[0].ledger_id
+    reader = await ManagedLogReader.open(meta, fake_client, "mid")
+    head = await reader.read(Position(first, 0), max_entries=2)
+    await mlog.replace_ledgers({first: await _rewrite(mlog, first, b"R")})
+    await mlog.trim()  # the replaced copy stays for the grace period
+    # the reader's snapshot still names the old copy, which is still there: it reads on
+    rest = await reader.read(Position(first, 2), max_entries=2)
+    assert [bytes(e.data) for e in head + rest] == [b"e0", b"e1", b"e2", b"e3"]
+    await reader.refresh()  # a fresh look sees the rewrite at the same positions
+    assert [bytes(e.data) for e in await reader.read(Position(first, 2), max_entries=2)] == [b"Re2", b"Re3"]
+    await reader.close()
+    await mlog.close()

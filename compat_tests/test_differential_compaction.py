@@ -34,27 +34,6 @@ def _one(key: bytes | None, value: bytes | None) -> bytes:
     return build_batch([NewRecord(key, value)])
 
 
-def _records(w: Wire, topic: str, offset: int, upto: int) -> list[tuple[int, bytes | None, bytes | None]]:
-    """Records at offsets offset..upto as a client reads them (from the batch holding `offset`)."""
-    from kafka_wire.records.batch import iter_batches
-
-    out: list[tuple[int, bytes | None, bytes | None]] = []
-    while offset <= upto:
-        p = w.fetch(topic, 0, offset)
-        assert p.error_code == 0, p.error_code
-        nxt = offset
-        for b in iter_batches(bytes(p.records or b"")):
-            nxt = max(nxt, b.last_offset + 1)
-            if b.is_control:
-                continue
-            out += [(b.base_offset + r.offset_delta, r.key, r.value) for r in b.records()
-                    if offset <= b.base_offset + r.offset_delta <= upto]
-        if nxt == offset:
-            break
-        offset = nxt
-    return out
-
-
 def _long_poll(w: Wire, topic: str, offset: int) -> None:
     """A fetch at the log end that waits up to 200 ms for data (none comes)."""
     from kafka_wire.messages.fetch import FetchRequest as F
@@ -88,18 +67,18 @@ def compaction(bootstrap: str) -> Observations:
         last = len(WRITES) - 1
         deadline = time.monotonic() + 150
         i = 0
-        recs = _records(w, topic, 0, last)
+        recs = w.records(topic, 0, 0, last)
         while not _clean(recs):  # the event: both cleaner passes (the tombstone's too) are done
             assert time.monotonic() < deadline, recs
             err, end = w.produce(topic, 0, _one(f"sentinel-{i}".encode(), b"s"))
             assert err == 0
             i += 1
             _long_poll(w, topic, end + 1)  # paces the sentinels: at most one per segment.ms or so
-            recs = _records(w, topic, 0, last)
+            recs = w.records(topic, 0, 0, last)
         out["cleaned"] = recs
-        out["fetch_from_1"] = _records(w, topic, 1, last)[:1]
-        out["fetch_from_6"] = _records(w, topic, 6, last)[:1]
-        out["fetch_from_10"] = _records(w, topic, 10, last)
+        out["fetch_from_1"] = w.records(topic, 0, 1, last)[:1]
+        out["fetch_from_6"] = w.records(topic, 0, 6, last)[:1]
+        out["fetch_from_10"] = w.records(topic, 0, 10, last)
         out["earliest"] = w.list_offset(topic, 0, -2)[:2]
     return out
 

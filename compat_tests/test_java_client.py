@@ -184,3 +184,29 @@ def test_admin_cluster_operations(target: Target) -> None:
     assert one(events, "placed")["partitions"] == [True, True, True]
     misplaced = one(events, "misplaced")
     assert (misplaced["error"], misplaced["grow_error"]) == ("InvalidReplicaAssignmentException",) * 2
+
+
+@pytest.mark.compat(suite="produce-consume", client="java-client")
+def test_group_consumer_reads_a_compacted_topic(target: Target) -> None:
+    """A changelog cleaned by the log cleaner (empty batches where every record went): the Java
+    consumer reads the latest value per key at its original offsets and commits past the end."""
+    import time
+
+    from compat_tests.support.wire import Wire
+    from kafka_wire.records.builder import NewRecord, build_batch
+
+    topic = unique("jc-compact")
+    create_topic(target.bootstrap, topic, config={"cleanup.policy": "compact", "segment.ms": "100",
+                                                   "min.cleanable.dirty.ratio": "0.01"})
+    writes = [(f"k{i % 4}".encode(), v) for v, n in ((b"a", 4), (b"b", 4)) for i in range(n)] + [(b"k1", b"c")]
+    cleaned = [(4, b"k0", b"b"), (6, b"k2", b"b"), (7, b"k3", b"b"), (8, b"k1", b"c")]
+    with Wire(target.bootstrap) as w:
+        for k, v in writes:
+            assert w.produce(topic, 0, build_batch([NewRecord(k, v)]))[0] == 0
+        deadline = time.monotonic() + 120
+        while w.records(topic, 0, 0, 8) != cleaned:  # the event: the cleaner's switch
+            assert time.monotonic() < deadline
+    events = run_harness("consume", bootstrap=target.bootstrap, topic=topic, group=unique("jc-cg"), count=4)
+    got = [(r["offset"], r["key"], r["value"]) for r in only(events, "record")]
+    assert got == [(o, k.decode(), v.decode()) for o, k, v in cleaned]
+    assert one(events, "committed")["offsets"] == {"0": 9}

@@ -21,6 +21,7 @@ from kafka_wire.messages.offset_commit import OffsetCommitRequest as OC
 from kafka_wire.messages.offset_fetch import OffsetFetchRequest as OF
 from kafka_wire.messages.produce import ProduceRequest as P
 from kafka_wire.messages.sync_group import SyncGroupRequest as SG
+from kafka_wire.records.batch import iter_batches
 from kafka_wire.records.builder import NewRecord, build_batch
 from tests.support.gateway import RawKafka
 
@@ -141,6 +142,26 @@ class Wire:
         req = F(max_wait_ms=0, min_bytes=0, max_bytes=max_bytes, topics=[F.FetchTopic(topic=topic, partitions=[
             F.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])])
         return self.call(FETCH, req).responses[0].partitions[0]
+
+    def records(self, topic: str, partition: int, offset: int, upto: int
+                ) -> list[tuple[int, bytes | None, bytes | None]]:
+        """(offset, key, value) of the records at offsets offset..upto as a client reads them:
+        fetches from the batch holding `offset`, control batches and earlier records skipped."""
+        out: list[tuple[int, bytes | None, bytes | None]] = []
+        while offset <= upto:
+            p = self.fetch(topic, partition, offset)
+            assert p.error_code == 0, p.error_code
+            nxt = offset
+            for b in iter_batches(bytes(p.records or b"")):
+                nxt = max(nxt, b.last_offset + 1)
+                if b.is_control:
+                    continue
+                out += [(b.base_offset + r.offset_delta, r.key, r.value) for r in b.records()
+                        if offset <= b.base_offset + r.offset_delta <= upto]
+            if nxt == offset:
+                break
+            offset = nxt
+        return out
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int, int]:
         """(error code, offset, timestamp)."""

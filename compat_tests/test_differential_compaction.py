@@ -49,11 +49,18 @@ def _clean(recs: list[tuple[int, bytes | None, bytes | None]]) -> bool:
 
 
 def compaction(bootstrap: str) -> Observations:
+    from kafka_wire.messages.create_topics import CreateTopicsRequest as CT
     from kafka_wire.messages.produce import ProduceRequest as P
 
     topic = unique("d-compact")
     out: Observations = {}
     with Wire(bootstrap) as w:
+        tiered = [CT.CreatableTopicConfig(name="cleanup.policy", value="compact"),
+                  CT.CreatableTopicConfig(name="remote.storage.enable", value="true")]
+        (t,) = w.call((19, 7), CT(timeout_ms=30000, topics=[
+            CT.CreatableTopic(name=unique("d-tiered"), num_partitions=1, replication_factor=-1, configs=tiered)])).topics
+        # the code only: the Kafka peer has tiered storage off, which it reports first
+        out["create.compacted_tiered"] = int(t.error_code)
         w.create(topic, 1, CONFIGS)
         req = P(acks=-1, timeout_ms=30000, topic_data=[P.TopicProduceData(name=topic, partition_data=[
             P.PartitionProduceData(index=0, records=_one(None, b"no key"))])])

@@ -222,7 +222,12 @@ def validate_value(name: str, raw: str | None) -> str:
 
 def validate_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     """Validate a whole set of topic overrides; returns them normalised. ConfigError if any is bad."""
-    return {name: validate_value(name, raw) for name, raw in configs.items()}
+    out = {name: validate_value(name, raw) for name, raw in configs.items()}
+    # Kafka's LogConfig.validateNoRemoteStorageForCompactedTopic
+    if (effective(out, "remote.storage.enable").strip().lower() == "true"
+            and "compact" in effective(out, "cleanup.policy").lower()):
+        raise ConfigError("Remote log storage is unsupported for the compacted topics")
+    return out
 
 
 def effective(configs: Mapping[str, str], name: str) -> str:

@@ -107,3 +107,9 @@ def test_compacted_topic_log_config() -> None:
     assert both.retention_ms == 1000
     t = TopicInfo("t", uuid.uuid4(), 1, {"cleanup.policy": "delete, compact"})
     assert t.compacted and t.deletes
+
+
+def test_compacted_topics_cannot_be_tiered() -> None:
+    with pytest.raises(cfg.ConfigError, match="Remote log storage is unsupported for the compacted topics"):
+        cfg.validate_configs({"cleanup.policy": "compact,delete", "remote.storage.enable": "true"})
+    assert cfg.validate_configs({"cleanup.policy": "delete", "remote.storage.enable": "true"})

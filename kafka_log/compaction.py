@@ -117,10 +117,11 @@ def map_keys(omap: OffsetMap, batches: Iterable[RecordBatch], aborted: Aborted) 
                 omap.put(r.key, base + r.offset_delta)
 
 
-def clean_batch(batch: RecordBatch, omap: OffsetMap, aborted: Aborted, drop_tombstones: bool) -> bytes:
-    """The batch as the cleaner leaves it (its own bytes when nothing goes)."""
+def clean_batch(batch: RecordBatch, omap: OffsetMap, aborted: Aborted, drop_tombstones: bool) -> tuple[bytes, bool]:
+    """The batch as the cleaner leaves it (its own bytes when nothing goes), and whether it
+    still holds a tombstone."""
     if batch.is_control:
-        return bytes(batch.memoryview())
+        return bytes(batch.memoryview()), False
     drop_all = aborted.contains(batch)
     records = list(batch.records())
     base = batch.base_offset
@@ -129,14 +130,10 @@ def clean_batch(batch: RecordBatch, omap: OffsetMap, aborted: Aborted, drop_tomb
         if r.key is not None and base + r.offset_delta >= omap.latest(r.key)
         and not (drop_tombstones and r.value is None)
     ]
+    tombstone = any(r.value is None for r in keep)
     if len(keep) == len(records):
-        return bytes(batch.memoryview())
-    return rebuild_batch(batch, keep)
-
-
-def _has_tombstone(data: bytes) -> bool:
-    b = RecordBatch(data)
-    return not b.is_control and any(r.value is None for r in b.records())
+        return bytes(batch.memoryview()), tombstone
+    return rebuild_batch(batch, keep), tombstone
 
 
 class CompactedLog(Protocol):
@@ -231,8 +228,8 @@ async def clean(
             async for chunk in _chunks(log, li):
                 acks = []
                 for e in chunk:
-                    out = clean_batch(RecordBatch(e.data), omap, ab, drop_tombstones)
-                    kept_tombstones = kept_tombstones or (not drop_tombstones and _has_tombstone(out))
+                    out, tombstone = clean_batch(RecordBatch(e.data), omap, ab, drop_tombstones)
+                    kept_tombstones = kept_tombstones or tombstone
                     acks.append(w.append(out))  # pipelined, a chunk at a time
                 await asyncio.gather(*acks)
         finally:

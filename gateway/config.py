@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from coordinator.share.config import ShareConfig
 from coordinator.txn.config import TxnConfig
-from gateway.partition.cleaner import CleanerSettings
 from gateway.topics.configs import ConfigSource, ConfigType
 from store.offload import OffloadSettings
 from store.offload.offloader import (
@@ -27,6 +26,16 @@ class BrokerSetting:
     type: ConfigType
     doc: str
     default: str | None = None  # reported as the DEFAULT_CONFIG synonym of a value set otherwise
+
+
+@dataclass(frozen=True)
+class CleanerSettings:
+    """Kafka's log.cleaner.* broker settings (quire/settings.py)."""
+
+    enable: bool = True  # log.cleaner.enable
+    dedupe_buffer_bytes: int = 134_217_728  # log.cleaner.dedupe.buffer.size
+    io_max_bytes_per_s: float = 1.7976931348623157e308  # log.cleaner.io.max.bytes.per.second
+    backoff_ms: int = 15_000  # log.cleaner.backoff.ms
 
 
 @dataclass

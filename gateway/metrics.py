@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from kafka_wire.api import API_KEYS
 from kafka_wire.errors import error_info
@@ -69,6 +69,16 @@ FAILED_FETCH = Counter(
     "kafka_server_brokertopicmetrics_failedfetchrequests", "Fetch partitions answered with an error, by topic",
     ["topic"],
 )
+
+NO_KEY_COMPACTED = Counter(
+    "kafka_server_brokertopicmetrics_nokeycompactedtopicrecords",
+    "Records refused by a compacted topic for having no key")
+
+# -- the log cleaner (kafka.log:type=LogCleaner) -------------------------------------------------
+
+CLEANER_PASSES = Counter("quire_log_cleaner_passes", "Log cleaner passes that rewrote ledgers")
+CLEANER_LEDGERS = Counter("quire_log_cleaner_ledgers", "Ledgers rewritten by the log cleaner")
+CLEANER_CLEAN_TIME = Gauge("kafka_log_logcleaner_max_clean_time_secs", "Duration of the last cleaning pass")
 
 
 def bytes_in(topic: str, records: memoryview | None) -> None:

@@ -8,8 +8,7 @@ from typing import Any
 from coordinator.group.config import GroupConfig
 from coordinator.share.config import ShareConfig
 from coordinator.txn.config import TxnConfig
-from gateway.config import GatewayConfig
-from gateway.partition.cleaner import CleanerSettings
+from gateway.config import CleanerSettings, GatewayConfig
 from quire import settings as st
 from store.metrics import start_metrics
 from store.tasks import run_async

@@ -11,9 +11,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gateway.config import CleanerSettings
+from gateway.metrics import CLEANER_CLEAN_TIME, CLEANER_LEDGERS, CLEANER_PASSES
 from kafka_log.compaction import CleanerPolicy, clean
 from store.managed.errors import ManagedLogError
 from store.tasks import cancel_and_wait
@@ -23,16 +24,6 @@ if TYPE_CHECKING:
     from gateway.topics.registry import TopicInfo
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CleanerSettings:
-    """Kafka's log.cleaner.* broker settings (quire/settings.py)."""
-
-    enable: bool = True  # log.cleaner.enable
-    dedupe_buffer_bytes: int = 134_217_728  # log.cleaner.dedupe.buffer.size
-    io_max_bytes_per_s: float = 1.7976931348623157e308  # log.cleaner.io.max.bytes.per.second
-    backoff_ms: int = 15_000  # log.cleaner.backoff.ms
 
 
 def policy_of(topic: TopicInfo) -> CleanerPolicy:
@@ -88,6 +79,7 @@ class LogCleaner:
         """One pass over one partition (the ledgers it rewrote)."""
         if plog not in self._logs or not plog.serving:
             return []
+        started = time.monotonic()
         try:
             done = await clean(
                 plog.ml, policy_of(plog.topic), now=int(time.time() * 1000), lso=plog.last_stable_offset,
@@ -103,6 +95,9 @@ class LogCleaner:
         if done:
             self.passes += 1
             self.rewritten += len(done)
+            CLEANER_PASSES.inc()
+            CLEANER_LEDGERS.inc(len(done))
+            CLEANER_CLEAN_TIME.set(time.monotonic() - started)
             log.info("cleaner: %r: compacted ledgers %s", plog, done)
         return done
 

@@ -12,6 +12,7 @@ it; nothing in the header bounds records from below, so a before-limit other tha
 from __future__ import annotations
 
 from gateway.errors import KafkaApiError, RecordValidationError
+from gateway.metrics import NO_KEY_COMPACTED
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import InvalidBatch
 from kafka_wire.records.batch import RecordBatch
@@ -67,4 +68,5 @@ def check_keys(batch: RecordBatch, topic_partition: str) -> None:
     except InvalidBatch as e:
         raise KafkaApiError(int(e.error_code), str(e)) from None
     if errors:
+        NO_KEY_COMPACTED.inc(len(errors))
         raise RecordValidationError(int(ErrorCode.INVALID_RECORD), _record_errors_message(errors), errors)

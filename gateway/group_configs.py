@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from gateway.services import GatewayServices
 
 GROUP_CONFIGS_PATH = "/kafka/group-configs"
+BACKOFF_MIN = "quire.share.redelivery.backoff.min.ms"
+BACKOFF_MAX = "quire.share.redelivery.backoff.max.ms"
+BACKOFF_MULTIPLIER = "quire.share.redelivery.backoff.multiplier"
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class GroupConfigDef:
     choices: tuple[str, ...] = ()
     min: int | None = None
     max: int | None = None
+    fmin: float | None = None  # DOUBLE configs' lower bound
 
 
 # Kafka 4.4's GroupConfig names and defaults (the broker-level limits are Kafka's too).
@@ -47,6 +51,14 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("share.session.timeout.ms", ConfigType.INT, "45000",
                    "The timeout to detect client failures when using the share group protocol.",
                    min=45000, max=60000),
+    # Quire's own (Pulsar's negative-ack backoff), defaulting to the broker settings of the name.
+    GroupConfigDef(BACKOFF_MIN, ConfigType.INT, "0",
+                   "Wait before a released or lock-expired record is redelivered, after its first "
+                   "delivery; 0 redelivers at once.", min=0),
+    GroupConfigDef(BACKOFF_MAX, ConfigType.INT, "60000",
+                   "The longest redelivery backoff.", min=0),
+    GroupConfigDef(BACKOFF_MULTIPLIER, ConfigType.DOUBLE, "2.0",
+                   "Factor the redelivery backoff grows by with each further delivery.", fmin=1.0),
 )}
 
 
@@ -98,6 +110,13 @@ def validate(name: str, value: str) -> str | None:
             return f"{name} must be greater than or equal to {d.min}"
         if d.max is not None and n > d.max:
             return f"{name} must be less than or equal to {d.max}"
+    if d.type == ConfigType.DOUBLE:
+        try:
+            x = float(value)
+        except ValueError:
+            return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
+        if d.fmin is not None and not x >= d.fmin:
+            return f"{name} must be greater than or equal to {d.fmin}"
     return None
 
 
@@ -108,6 +127,9 @@ def _default(services: GatewayServices, d: GroupConfigDef) -> str:
         "share.record.lock.duration.ms": share.record_lock_duration_ms,
         "share.session.timeout.ms": share.session_timeout_ms,
         "share.heartbeat.interval.ms": share.heartbeat_interval_ms,
+        BACKOFF_MIN: share.redelivery_backoff_min_ms,
+        BACKOFF_MAX: share.redelivery_backoff_max_ms,
+        BACKOFF_MULTIPLIER: share.redelivery_backoff_multiplier,
     }
     return str(broker.get(d.name, d.default))
 

@@ -24,7 +24,7 @@ from coordinator.share.partition import (
     encode_spans,
 )
 from gateway.errors import KafkaApiError
-from gateway.group_configs import read_group_configs
+from gateway.group_configs import BACKOFF_MAX, BACKOFF_MIN, BACKOFF_MULTIPLIER, read_group_configs
 from gateway.partition.lookup import TopicCache
 from gateway.share_offsets import DELETED, SharePublisher, clear_resets, read_resets, reset_key, stats_of
 from kafka_wire.errors import ErrorCode
@@ -155,6 +155,12 @@ class SharePartitions:
         if "share.record.lock.duration.ms" in overrides:
             out.record_lock_duration_ms = int(overrides["share.record.lock.duration.ms"])
         out.read_committed = overrides.get("share.isolation.level", "").lower() == "read_committed"
+        if BACKOFF_MIN in overrides:
+            out.redelivery_backoff_min_ms = int(overrides[BACKOFF_MIN])
+        if BACKOFF_MAX in overrides:
+            out.redelivery_backoff_max_ms = int(overrides[BACKOFF_MAX])
+        if BACKOFF_MULTIPLIER in overrides:
+            out.redelivery_backoff_multiplier = float(overrides[BACKOFF_MULTIPLIER])
         return out
 
     def _drop(self, key: tuple[str, uuid.UUID, int], entry: _Entry | None = None) -> None:

@@ -44,6 +44,9 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
             heartbeat_interval_ms=r.get_value("group.share.heartbeat.interval.ms"),
             max_size=r.get_value("group.share.max.size"),
             partition_max_record_locks=r.get_value("group.share.partition.max.record.locks"),
+            redelivery_backoff_min_ms=r.get_value("quire.share.redelivery.backoff.min.ms"),
+            redelivery_backoff_max_ms=r.get_value("quire.share.redelivery.backoff.max.ms"),
+            redelivery_backoff_multiplier=r.get_value("quire.share.redelivery.backoff.multiplier"),
         ),
         txn=TxnConfig(
             state_log_num_partitions=r.get_value("transaction.state.log.num.partitions"),

@@ -218,6 +218,13 @@ SETTINGS: tuple[Setting, ...] = (
             "how often the cleaner looks at compacted partitions besides when a ledger closes", G,
             config_type=ConfigType.LONG),
     # Quire's own
+    Setting("quire.share.redelivery.backoff.min.ms", int, _SHARE.redelivery_backoff_min_ms,
+            "share groups: wait before a released or lock-expired record is redelivered (0: at once); "
+            "the default of the group config of the name", G),
+    Setting("quire.share.redelivery.backoff.max.ms", int, _SHARE.redelivery_backoff_max_ms,
+            "share groups: the longest redelivery backoff", G),
+    Setting("quire.share.redelivery.backoff.multiplier", float, _SHARE.redelivery_backoff_multiplier,
+            "share groups: factor the redelivery backoff grows by per delivery", G),
     Setting("quire.meta", str, None, "metadata store: zk://host:port/chroot or embedded:///dir (required)",
             frozenset({GATEWAY, BOOKIE, RECOVERY}), described=False),
     Setting("quire.meta.session.timeout.s", float, 10.0,

@@ -19,3 +19,17 @@ class ShareConfig:
     partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
     auto_offset_reset: str = AUTO_OFFSET_RESET_LATEST  # share.auto.offset.reset (a group config)
     read_committed: bool = False  # share.isolation.level=read_committed (a group config)
+    # Redelivery backoff (Pulsar's negative-ack backoff; quire.share.redelivery.backoff.*): a
+    # RELEASEd or lock-expired record is acquirable again only after
+    # min(max, min * multiplier ** (delivery count - 1)) ms; min 0 turns it off (Kafka's way).
+    redelivery_backoff_min_ms: int = 0
+    redelivery_backoff_max_ms: int = 60000
+    redelivery_backoff_multiplier: float = 2.0
+
+    def redelivery_delay_ms(self, count: int) -> float:
+        """The wait before a record delivered `count` times may be acquired again."""
+        if self.redelivery_backoff_min_ms <= 0:
+            return 0.0
+        exp = min(max(count - 1, 0), 64)  # bounded: the cap is reached long before
+        delay = self.redelivery_backoff_min_ms * self.redelivery_backoff_multiplier**exp
+        return float(min(delay, max(self.redelivery_backoff_max_ms, self.redelivery_backoff_min_ms)))

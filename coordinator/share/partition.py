@@ -56,9 +56,11 @@ class Span:
     count: int = 0  # deliveries so far
     member: str | None = None  # holder while ACQUIRED
     lock: int = 0  # acquisition id while ACQUIRED (its timer returns the span)
+    ready_at: float = 0.0  # AVAILABLE but backing off: acquirable from this monotonic time on
 
     def same(self, o: Span) -> bool:
-        return (self.state, self.count, self.member, self.lock) == (o.state, o.count, o.member, o.lock)
+        return (self.state, self.count, self.member, self.lock, self.ready_at) == (
+            o.state, o.count, o.member, o.lock, o.ready_at)
 
 
 class ShareStateStore(Protocol):
@@ -103,6 +105,7 @@ class SharePartition:
         self._on_available = on_available
         self._spans: SortedDict = SortedDict()  # first -> Span
         self._locks: dict[int, TimerHandle] = {}
+        self._backoffs: dict[float, TimerHandle] = {}  # ready time -> timer that wakes fetchers
         self._next_lock = 0
         for f, la, s, c in stored or ():
             if la < spso:
@@ -126,15 +129,19 @@ class SharePartition:
     def archived(self) -> int:
         return sum(s.last - s.first + 1 for s in self._spans.values() if s.state in DONE)
 
+    def _acquirable(self, s: Span) -> bool:
+        return s.state is RecordState.AVAILABLE and (s.ready_at == 0.0 or s.ready_at <= self._clock.monotonic())
+
     def fetch_start(self) -> int:
-        """Where a read for acquisition starts: the first AVAILABLE offset, else `end`."""
+        """Where a read for acquisition starts: the first acquirable offset, else `end`
+        (records backing off are skipped, so they hold nothing behind them up)."""
         for s in self._spans.values():
-            if s.state is RecordState.AVAILABLE:
+            if self._acquirable(s):
                 return s.first
         return self.end
 
     def has_available(self, high_watermark: int) -> bool:
-        return self.end < high_watermark or any(s.state is RecordState.AVAILABLE for s in self._spans.values())
+        return self.end < high_watermark or any(self._acquirable(s) for s in self._spans.values())
 
     def stored(self) -> list[StoredSpan]:
         """What a takeover needs: spans with a count or a final state (acquired ones as
@@ -239,7 +246,7 @@ class SharePartition:
                     self.end = last + 1
                 continue
             for s in self._range(base, last):
-                if s.state is RecordState.AVAILABLE:
+                if self._acquirable(s):
                     self._take(s, member, lock, out)
                     got += s.last - s.first + 1
             if last >= self.end:
@@ -258,17 +265,37 @@ class SharePartition:
         return out
 
     def _take(self, s: Span, member: str, lock: int, out: list[tuple[int, int, int]]) -> None:
-        s.state, s.member, s.lock = RecordState.ACQUIRED, member, lock
+        s.state, s.member, s.lock, s.ready_at = RecordState.ACQUIRED, member, lock, 0.0
         s.count += 1
         if out and out[-1][1] + 1 == s.first and out[-1][2] == s.count:
             out[-1] = (out[-1][0], s.last, s.count)
         else:
             out.append((s.first, s.last, s.count))
 
-    def _give_back(self, s: Span) -> None:
-        """An ACQUIRED span returns: AVAILABLE, or ARCHIVED at the delivery limit."""
+    def _give_back(self, s: Span, backoff: bool = True) -> None:
+        """An ACQUIRED span returns: AVAILABLE (after the redelivery backoff of its count, if
+        `backoff`), or ARCHIVED at the delivery limit."""
         s.member, s.lock = None, 0
-        s.state = RecordState.ARCHIVED if s.count >= self.config.delivery_count_limit else RecordState.AVAILABLE
+        if s.count >= self.config.delivery_count_limit:
+            s.state = RecordState.ARCHIVED
+            return
+        s.state = RecordState.AVAILABLE
+        delay_ms = self.config.redelivery_delay_ms(s.count) if backoff else 0.0
+        if delay_ms > 0:
+            s.ready_at = self._clock.monotonic() + delay_ms / 1000
+            if s.ready_at not in self._backoffs:
+                self._backoffs[s.ready_at] = self._clock.call_later(
+                    delay_ms / 1000, self._backoff_over, s.ready_at)
+
+    def _backoff_over(self, ready_at: float) -> None:
+        """Records backing off until `ready_at` are acquirable again: wake the fetchers."""
+        self._backoffs.pop(ready_at, None)
+        for s in self._spans.values():  # by the timer's own key: clock floats may differ by an ulp
+            if s.ready_at and s.ready_at <= ready_at:
+                s.ready_at = 0.0
+        self._coalesce()
+        if self._on_available is not None:
+            self._on_available()
 
     def _expire(self, lock: int) -> None:
         self._locks.pop(lock, None)
@@ -298,7 +325,7 @@ class SharePartition:
         returned = False
         for s in self._spans.values():
             if s.state is RecordState.ACQUIRED and s.member == member:
-                self._give_back(s)
+                self._give_back(s, backoff=False)  # the member left: no failed processing
                 returned = True
         if returned:
             self._settle()
@@ -364,9 +391,10 @@ class SharePartition:
             self._on_available()
 
     def close(self) -> None:
-        for h in self._locks.values():
+        for h in (*self._locks.values(), *self._backoffs.values()):
             h.cancel()
         self._locks.clear()
+        self._backoffs.clear()
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

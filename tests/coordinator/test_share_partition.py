@@ -168,3 +168,51 @@ async def test_control_batches_are_archived_not_delivered() -> None:
     assert sp.acquire("b", [(10, 10)], 100, skip=frozenset({10})) == []
     sp.acknowledge("a", 6, 9, [ACCEPT])
     assert (sp.spso, sp.end, sp.spans()) == (11, 11, [])
+
+
+BACKOFF = ShareConfig(record_lock_duration_ms=1000, delivery_count_limit=5, partition_max_record_locks=100,
+                      redelivery_backoff_min_ms=100, redelivery_backoff_max_ms=300, redelivery_backoff_multiplier=2.0)
+
+
+def test_backoff_schedule_grows_with_the_delivery_count_up_to_the_cap() -> None:
+    assert [BACKOFF.redelivery_delay_ms(n) for n in range(1, 6)] == [100, 200, 300, 300, 300]
+    assert ShareConfig().redelivery_delay_ms(3) == 0  # off by default: Kafka's behaviour
+
+
+async def test_released_record_backs_off_without_blocking_later_records() -> None:
+    clock = FakeClock()
+    woken: list[int] = []
+    sp = SharePartition(0, BACKOFF, clock=clock, on_available=lambda: woken.append(1))
+    batches = [(0, 0), (1, 4)]
+    assert sp.acquire("a", batches, 10) == [(0, 4, 1)]
+    sp.acknowledge("a", 0, 0, [RELEASE])  # the poison record
+    sp.acknowledge("a", 1, 4, [ACCEPT])
+    # Backing off: not acquirable, not where a fetch starts, and records after it flow.
+    assert sp.fetch_start() == 5 and not sp.has_available(5) and sp.has_available(7)
+    assert sp.acquire("b", [*batches, (5, 6)], 10) == [(5, 6, 1)]
+    for n, delay in ((2, 0.1), (3, 0.2), (4, 0.3)):
+        before = len(woken)
+        await clock.advance(delay - 0.001)
+        assert sp.acquire("b", batches, 10) == [] and len(woken) == before
+        await clock.advance(0.001)
+        assert len(woken) == before + 1  # the backoff's end wakes fetchers
+        assert sp.fetch_start() == 0
+        assert sp.acquire("b", batches, 10) == [(0, 0, n)]
+        if n < 4:
+            sp.acknowledge("b", 0, 0, [RELEASE])
+    # A lock expiry backs off too (count 4: the cap).
+    await clock.advance(1.0)
+    assert sp.acquire("c", batches, 10) == []
+    await clock.advance(0.3)
+    assert sp.acquire("c", batches, 10) == [(0, 0, 5)]
+    sp.acknowledge("c", 0, 0, [RELEASE])  # the limit: archived, no backoff
+    assert sp.spso == 5
+
+
+async def test_a_leaving_member_s_records_return_without_backoff() -> None:
+    clock = FakeClock()
+    sp = SharePartition(0, BACKOFF, clock=clock)
+    sp.acquire("a", [(0, 4)], 10)
+    sp.release_member("a")
+    assert sp.acquire("b", [(0, 4)], 10) == [(0, 4, 2)]
+    sp.close()

@@ -4,12 +4,14 @@ records coming back, FindCoordinator for share keys."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.describe_configs import DescribeConfigsRequest
 from kafka_wire.messages.find_coordinator import FindCoordinatorRequest
 from kafka_wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from kafka_wire.messages.metadata import MetadataRequest
@@ -140,3 +142,29 @@ def test_share_groups_read_committed(module_standalone: StandaloneGateway, raw: 
         assert got == [(0, 1), (6, 7)]
     else:
         assert got == [(0, 4), (6, 7), (9, 9)]  # markers only are skipped
+
+
+def test_redelivery_backoff_group_configs(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """A released record is not redelivered before its backoff; a long poll waiting for it is
+    woken when the backoff ends; DescribeConfigs reports the group's values."""
+    topic, group = "raw-share-backoff", "rg-backoff"
+    create_topic(module_standalone.bootstrap, topic)
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    produce_one(raw, topic, batch(1))
+    _earliest(raw, group, quire_share_redelivery_backoff_min_ms="400",
+              quire_share_redelivery_backoff_multiplier="3.0")
+    DR = DescribeConfigsRequest.DescribeConfigsResource
+    desc = raw.call(DescribeConfigsRequest(resources=[DR(resource_type=32, resource_name=group, configuration_keys=None)]), 4)
+    values = {c.name: c.value for c in desc.results[0].configs}
+    assert (values["quire.share.redelivery.backoff.min.ms"], values["quire.share.redelivery.backoff.multiplier"],
+            values["quire.share.redelivery.backoff.max.ms"]) == ("400", "3.0", "60000")
+    resp = raw.call(_fetch(tid, 0, group=group), 2)
+    assert [(a.first_offset, a.delivery_count) for a in resp.responses[0].partitions[0].acquired_records] == [(0, 1)]
+    released = time.monotonic()
+    resp = raw.call(_fetch(tid, 1, [(0, 0, [RELEASE])], group=group), 2)
+    assert resp.responses[0].partitions[0].acknowledge_error_code == 0
+    assert not resp.responses[0].partitions[0].acquired_records  # backing off
+    resp = raw.call(_fetch(tid, 2, group=group, max_wait_ms=20000), 2)
+    got = resp.responses[0].partitions[0].acquired_records
+    assert [(a.first_offset, a.delivery_count) for a in got] == [(0, 2)]
+    assert time.monotonic() - released >= 0.4

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from gateway.services import GatewayServices
 
 GROUP_CONFIGS_PATH = "/kafka/group-configs"
+DLQ_TOPIC = "errors.deadletterqueue.topic.name"  # KIP-1191, as Kafka 4.4 names them
+DLQ_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
 BACKOFF_MIN = "quire.share.redelivery.backoff.min.ms"
 BACKOFF_MAX = "quire.share.redelivery.backoff.max.ms"
 BACKOFF_MULTIPLIER = "quire.share.redelivery.backoff.multiplier"
@@ -39,6 +41,13 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
                    "The heartbeat interval given to the members of a consumer group.", min=1),
     GroupConfigDef("consumer.session.timeout.ms", ConfigType.INT, "45000",
                    "The timeout to detect client failures when using the consumer group protocol.", min=1),
+    GroupConfigDef(DLQ_COPY_RECORD, ConfigType.BOOLEAN, "false",
+                   "When writing onto the dead-letter queue topic, whether to copy the original record onto the "
+                   "DLQ topic, or just write a record containing the context information headers.",
+                   choices=("true", "false")),
+    GroupConfigDef(DLQ_TOPIC, ConfigType.STRING, "",
+                   "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share group. "
+                   "If blank (the default), the group does not have a DLQ topic."),
     GroupConfigDef("share.auto.offset.reset", ConfigType.STRING, "latest",
                    "The strategy to initialize the share-partition start offset.", choices=("latest", "earliest")),
     GroupConfigDef("share.heartbeat.interval.ms", ConfigType.INT, "5000",
@@ -99,6 +108,8 @@ def validate(name: str, value: str) -> str | None:
     d = GROUP_CONFIG_DEFS.get(name)
     if d is None:
         return f"Unknown group config name: {name}"
+    if name == DLQ_TOPIC and value.startswith("__"):
+        return f"{name}: DLQ topic name must not start with '__'"
     if d.choices and value.lower() not in d.choices:
         return f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(d.choices)}"
     if d.type == ConfigType.INT:

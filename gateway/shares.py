@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from coordinator.share.config import AUTO_OFFSET_RESET_EARLIEST, ShareConfig
+from coordinator.share.dead_letters import SourceRecord, drain
 from coordinator.share.partition import (
     InvalidRecordState,
     SharePartition,
@@ -23,8 +24,16 @@ from coordinator.share.partition import (
     decode_spans,
     encode_spans,
 )
+from gateway.dead_letters import append_dead_letters, read_records
 from gateway.errors import KafkaApiError
-from gateway.group_configs import BACKOFF_MAX, BACKOFF_MIN, BACKOFF_MULTIPLIER, read_group_configs
+from gateway.group_configs import (
+    BACKOFF_MAX,
+    BACKOFF_MIN,
+    BACKOFF_MULTIPLIER,
+    DLQ_COPY_RECORD,
+    DLQ_TOPIC,
+    read_group_configs,
+)
 from gateway.partition.lookup import TopicCache
 from gateway.share_offsets import DELETED, SharePublisher, clear_resets, read_resets, reset_key, stats_of
 from kafka_wire.errors import ErrorCode
@@ -73,6 +82,7 @@ class _Entry:
     plog: PartitionLog
     sp: SharePartition
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    dead_lettering: asyncio.Task[None] | None = None
 
     def wake(self) -> None:
         for w in self.waiters:
@@ -120,6 +130,7 @@ class SharePartitions:
             e = await self._open(group_id, plog)
             self._entries[key] = e
             plog.add_lost_listener(lambda: self._drop(key, e))
+            self._kick_dead_letters(group_id, e)  # ARCHIVING records a previous owner left
             return e.sp
 
     async def _open(self, group_id: str, plog: PartitionLog) -> _Entry:
@@ -130,7 +141,7 @@ class SharePartitions:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"share-partition state: {e!r}") from e
         props = cur.properties
         holder: list[_Entry] = []
-        store = CursorShareStore(cur, plog, lambda: self.publisher.note(plog, group_id, stats_of(holder[0].sp, plog.high_watermark)))
+        store = CursorShareStore(cur, plog, lambda: self._saved(group_id, holder[0]))
         config = await self.group_share_config(group_id)
         if SPSO_PROP in props:
             spso = int(props[SPSO_PROP])
@@ -145,6 +156,41 @@ class SharePartitions:
         if SPSO_PROP not in props:
             await sp.persist()  # the initial SPSO is fixed from now on
         return holder[0]
+
+    def _saved(self, group_id: str, e: _Entry) -> None:
+        """A share-partition's state is durable: publish its counts; dead-letter what it holds
+        ARCHIVING (only now: the ARCHIVING state must be stored before the copy is made)."""
+        self.publisher.note(e.plog, group_id, stats_of(e.sp, e.plog.high_watermark))
+        if self.entry_of(group_id, e.plog) is e:
+            self._kick_dead_letters(group_id, e)
+
+    def _kick_dead_letters(self, group_id: str, e: _Entry) -> None:
+        if not e.sp.dead_letters() or (e.dead_lettering is not None and not e.dead_lettering.done()):
+            return  # a running task re-checks before it ends
+        e.dead_lettering = asyncio.get_running_loop().create_task(self._dead_letter(group_id, e))
+
+    async def _dead_letter(self, group_id: str, e: _Entry) -> None:
+        sp, plog = e.sp, e.plog
+
+        def alive() -> bool:
+            return self.entry_of(group_id, plog) is e and not plog.lost
+
+        async def append(batch: bytes) -> None:
+            if sp.config.dlq_topic:  # else the group's DLQ was unset since: archive only
+                await append_dead_letters(self.services, sp.config.dlq_topic, plog.partition, batch)
+
+        async def read(first: int, last: int) -> list[SourceRecord]:
+            return await read_records(plog, first, last)
+
+        retry = 0.5
+        while alive() and sp.dead_letters():
+            try:
+                await drain(sp, group_id, plog.topic.name, plog.partition, read, append, alive=alive)
+            except Exception as ex:  # the records stay ARCHIVING: retried, or by the next owner
+                log.warning("share group %s, %s-%d: dead-lettering failed, retrying in %.1fs: %r",
+                            group_id, plog.topic.name, plog.partition, retry, ex)
+                await asyncio.sleep(retry)
+                retry = min(retry * 2, 30.0)
 
     async def group_share_config(self, group_id: str) -> ShareConfig:
         """The gateway's share settings with the group's own configs over them."""
@@ -161,6 +207,8 @@ class SharePartitions:
             out.redelivery_backoff_max_ms = int(overrides[BACKOFF_MAX])
         if BACKOFF_MULTIPLIER in overrides:
             out.redelivery_backoff_multiplier = float(overrides[BACKOFF_MULTIPLIER])
+        out.dlq_topic = overrides.get(DLQ_TOPIC, "").strip()
+        out.dlq_copy_record = overrides.get(DLQ_COPY_RECORD, "").lower() == "true"
         return out
 
     def _drop(self, key: tuple[str, uuid.UUID, int], entry: _Entry | None = None) -> None:
@@ -169,6 +217,8 @@ class SharePartitions:
             return
         del self._entries[key]
         e.sp.close()
+        if e.dead_lettering is not None:
+            e.dead_lettering.cancel()
         e.wake()
 
     def entry_of(self, group_id: str, plog: PartitionLog) -> _Entry | None:

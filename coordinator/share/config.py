@@ -25,6 +25,10 @@ class ShareConfig:
     redelivery_backoff_min_ms: int = 0
     redelivery_backoff_max_ms: int = 60000
     redelivery_backoff_multiplier: float = 2.0
+    # KIP-1191 (group configs errors.deadletterqueue.*): REJECTed records and those reaching the
+    # delivery limit are copied to this topic before they are archived; "" for none.
+    dlq_topic: str = ""
+    dlq_copy_record: bool = False
 
     def redelivery_delay_ms(self, count: int) -> float:
         """The wait before a record delivered `count` times may be acquired again."""

@@ -31,6 +31,7 @@ class RecordState(enum.IntEnum):
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3  # bound for the group's dead-letter topic: archived once the copy is durable
     ARCHIVED = 4
 
 
@@ -45,7 +46,11 @@ class AckType(enum.IntEnum):
 
 
 DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-StoredSpan = tuple[int, int, int, int]  # first, last, state (AVAILABLE/ACKNOWLEDGED/ARCHIVED), delivery count
+StoredSpan = tuple[int, int, int, int]  # first, last, state (all but ACQUIRED), delivery count
+
+# Why a record is dead-lettered (Kafka 4.4's __dlq.errors.message texts).
+REJECTED = "Offset rejected by client."
+DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
 
 
 @dataclass
@@ -57,10 +62,11 @@ class Span:
     member: str | None = None  # holder while ACQUIRED
     lock: int = 0  # acquisition id while ACQUIRED (its timer returns the span)
     ready_at: float = 0.0  # AVAILABLE but backing off: acquirable from this monotonic time on
+    reason: str = ""  # ARCHIVING: REJECTED or DELIVERY_COUNT_EXCEEDED
 
     def same(self, o: Span) -> bool:
-        return (self.state, self.count, self.member, self.lock, self.ready_at) == (
-            o.state, o.count, o.member, o.lock, o.ready_at)
+        return (self.state, self.count, self.member, self.lock, self.ready_at, self.reason) == (
+            o.state, o.count, o.member, o.lock, o.ready_at, o.reason)
 
 
 class ShareStateStore(Protocol):
@@ -113,7 +119,10 @@ class SharePartition:
             f = max(f, spso)
             if f > self.end:  # never persisted between: available, never delivered
                 self._put(Span(self.end, f - 1, RecordState.AVAILABLE))
-            self._put(Span(f, la, RecordState(s), c))
+            span = Span(f, la, RecordState(s), c)
+            if span.state is RecordState.ARCHIVING:  # the reason is not stored: the likelier one
+                span.reason = DELIVERY_COUNT_EXCEEDED if c >= config.delivery_count_limit else REJECTED
+            self._put(span)
             self.end = la + 1
         self._advance()
 
@@ -277,7 +286,7 @@ class SharePartition:
         `backoff`), or ARCHIVED at the delivery limit."""
         s.member, s.lock = None, 0
         if s.count >= self.config.delivery_count_limit:
-            s.state = RecordState.ARCHIVED
+            self._finish(s, DELIVERY_COUNT_EXCEEDED)
             return
         s.state = RecordState.AVAILABLE
         delay_ms = self.config.redelivery_delay_ms(s.count) if backoff else 0.0
@@ -286,6 +295,27 @@ class SharePartition:
             if s.ready_at not in self._backoffs:
                 self._backoffs[s.ready_at] = self._clock.call_later(
                     delay_ms / 1000, self._backoff_over, s.ready_at)
+
+    def _finish(self, s: Span, reason: str) -> None:
+        """A record that will not be delivered again: ARCHIVED, or ARCHIVING while the group has
+        a dead-letter topic (the owner copies it there, then calls `archive_dead_letters`)."""
+        if self.config.dlq_topic:
+            s.state, s.reason = RecordState.ARCHIVING, reason
+        else:
+            s.state = RecordState.ARCHIVED
+
+    def dead_letters(self) -> list[tuple[int, int, int, str]]:
+        """The ARCHIVING runs, in offset order: (first, last, delivery count, reason)."""
+        return [(s.first, s.last, s.count, s.reason) for s in self._spans.values()
+                if s.state is RecordState.ARCHIVING]
+
+    def archive_dead_letters(self, first: int, last: int) -> None:
+        """Their dead-letter copies are durable: ARCHIVING records in first..last are archived
+        (persisting that is the caller's next step)."""
+        for s in self._range(first, last):
+            if s.state is RecordState.ARCHIVING:
+                s.state, s.reason = RecordState.ARCHIVED, ""
+        self._settle()
 
     def _backoff_over(self, ready_at: float) -> None:
         """Records backing off until `ready_at` are acquirable again: wake the fetchers."""
@@ -372,8 +402,11 @@ class SharePartition:
         renewed: int | None = None
         for f, la, t in runs:
             for s in self._range(f, la):
-                if t is AckType.GAP or t is AckType.REJECT:
+                if t is AckType.GAP:
                     s.state, s.member, s.lock = RecordState.ARCHIVED, None, 0
+                elif t is AckType.REJECT:
+                    s.member, s.lock = None, 0
+                    self._finish(s, REJECTED)
                 elif t is AckType.ACCEPT:
                     s.state, s.member, s.lock = RecordState.ACKNOWLEDGED, None, 0
                 elif t is AckType.RELEASE:

@@ -20,12 +20,13 @@ from kafka_wire.messages.share_fetch import ShareFetchRequest
 from kafka_wire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 from kafka_wire.records import iter_batches
 from tests.gateway.test_produce_raw import Raw, batch, create_topic, produce_one
-from tests.gateway.test_transactions_raw import markers, new_pid, produce, values_batch
+from tests.gateway.test_transactions_raw import fetch_committed, markers, new_pid, produce, values_batch
 from tests.support.gateway import StandaloneGateway
+from tests.support.wait import eventually
 
 F = ShareFetchRequest
 A = ShareAcknowledgeRequest
-ACCEPT, RELEASE = 1, 2
+ACCEPT, RELEASE, REJECT = 1, 2, 3
 
 
 @pytest.fixture
@@ -168,3 +169,44 @@ def test_redelivery_backoff_group_configs(module_standalone: StandaloneGateway, 
     got = resp.responses[0].partitions[0].acquired_records
     assert [(a.first_offset, a.delivery_count) for a in got] == [(0, 2)]
     assert time.monotonic() - released >= 0.4
+
+
+async def test_dead_letter_topic(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """KIP-1191's group configs: a REJECTed record is copied to the dead-letter topic (created on
+    demand) with Kafka's context headers, then archived; DescribeConfigs reports the configs."""
+    topic, dlq = "raw-share-dlq", "dlq.raw-share-dlq"
+    create_topic(module_standalone.bootstrap, topic)
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    produce(raw, topic, values_batch([b"a", b"poison", b"c"]))
+    R = IncrementalAlterConfigsRequest
+    bad = raw.call(R(resources=[R.AlterConfigsResource(resource_type=32, resource_name="rg-x", configs=[
+        R.AlterableConfig(name="errors.deadletterqueue.topic.name", config_operation=0, value="__dlq")])]), 1)
+    assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG
+    _earliest(raw, "rg-dlq", errors_deadletterqueue_topic_name=dlq, errors_deadletterqueue_copy_record_enable="true")
+    DR = DescribeConfigsRequest.DescribeConfigsResource
+    desc = raw.call(DescribeConfigsRequest(resources=[DR(resource_type=32, resource_name="rg-dlq",
+                                                         configuration_keys=None)]), 4)
+    values = {c.name: c.value for c in desc.results[0].configs}
+    assert values["errors.deadletterqueue.topic.name"] == dlq
+    resp = raw.call(_fetch(tid, 0, group="rg-dlq"), 2)
+    assert [(a.first_offset, a.last_offset) for a in resp.responses[0].partitions[0].acquired_records] == [(0, 2)]
+    resp = raw.call(_fetch(tid, 1, [(0, 2, [ACCEPT, REJECT, ACCEPT])], group="rg-dlq"), 2)
+    assert resp.responses[0].partitions[0].acknowledge_error_code == 0
+
+    def dead_letters() -> list[tuple[bytes | None, dict[str, bytes | None]]]:
+        p = fetch_committed(raw, dlq, 0, isolation=0)
+        if p.error_code:
+            return []
+        return [(r.value, dict(r.headers)) for b in iter_batches(bytes(p.records or b"")) for r in b.records()]
+
+    await eventually(lambda: bool(dead_letters()), what="the dead-letter record")
+    [(value, headers)] = dead_letters()
+    assert value == b"poison"
+    assert {k: v for k, v in headers.items() if k.startswith("__dlq.")} == {
+        "__dlq.errors.group": b"rg-dlq", "__dlq.errors.topic": topic.encode(), "__dlq.errors.partition": b"0",
+        "__dlq.errors.offset": b"1", "__dlq.errors.delivery.count": b"1",
+        "__dlq.errors.message": b"Offset rejected by client."}
+    # Archived once dead-lettered: nothing comes back, and nothing more is appended.
+    resp = raw.call(_fetch(tid, 2, group="rg-dlq"), 2)
+    assert resp.error_code == 0 and all(not p.acquired_records for t in resp.responses for p in t.partitions)
+    assert len(dead_letters()) == 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,6 +47,10 @@ class AckType(enum.IntEnum):
 
 DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 StoredSpan = tuple[int, int, int, int]  # first, last, state (all but ACQUIRED), delivery count
+
+DueTimes = Callable[[int], Sequence[tuple[int, int, int]]]
+"""Delayed delivery: a stored batch's base offset -> (first, last, epoch ms) runs of it that
+must not be delivered before that time."""
 
 # Why a record is dead-lettered (Kafka 4.4's __dlq.errors.message texts).
 REJECTED = "Offset rejected by client."
@@ -112,6 +116,9 @@ class SharePartition:
         self._spans: SortedDict = SortedDict()  # first -> Span
         self._locks: dict[int, TimerHandle] = {}
         self._backoffs: dict[float, TimerHandle] = {}  # ready time -> timer that wakes fetchers
+        # Delayed delivery: offsets held back (outside the in-flight window), by ready time.
+        self._held = 0
+        self._held_at: dict[float, int] = {}
         self._next_lock = 0
         for f, la, s, c in stored or ():
             if la < spso:
@@ -234,13 +241,16 @@ class SharePartition:
     # ---- acquisition ---------------------------------------------------------------------
 
     def acquire(
-        self, member: str, batches: list[tuple[int, int]], max_records: int, skip: frozenset[int] = frozenset()
+        self, member: str, batches: list[tuple[int, int]], max_records: int, skip: frozenset[int] = frozenset(),
+        due: DueTimes | None = None,
     ) -> list[tuple[int, int, int]]:
         """Acquire for `member` what is acquirable in these stored batches ((base, last offset)
         from their headers, in order), whole batches at a time, until `max_records` or the
         in-flight limit. Batches whose base offset is in `skip` hold nothing for consumers
         (transaction markers; aborted transactions' records under read_committed): they are
-        archived as they are reached. Returns the acquired (first, last, delivery count) runs."""
+        archived as they are reached. `due` (delayed delivery in use): a batch's runs to hold
+        back until an epoch-ms time, asked only for batches holding never-delivered records
+        not yet looked at. Returns the acquired (first, last, delivery count) runs."""
         lock = self._next_lock = self._next_lock + 1
         got = 0
         out: list[tuple[int, int, int]] = []
@@ -254,24 +264,60 @@ class SharePartition:
                     self._put(Span(max(base, self.end), last, RecordState.ARCHIVED))
                     self.end = last + 1
                 continue
+            delays = due(base) if due is not None and self._unchecked(base, last) else ()
+            self._hold_back(delays)
             for s in self._range(base, last):
                 if self._acquirable(s):
                     self._take(s, member, lock, out)
                     got += s.last - s.first + 1
             if last >= self.end:
-                if self.end - self.spso >= self.config.partition_max_record_locks:
+                if self.end - self.spso - self._held >= self.config.partition_max_record_locks:
                     break
-                s = Span(max(base, self.end), last, RecordState.AVAILABLE)
-                self._put(s)
+                first = max(base, self.end)
+                self._put(Span(first, last, RecordState.AVAILABLE))
                 self.end = last + 1
-                self._take(s, member, lock, out)
-                got += s.last - s.first + 1
+                self._hold_back(delays)
+                for s in self._range(first, last):
+                    if self._acquirable(s):
+                        self._take(s, member, lock, out)
+                        got += s.last - s.first + 1
         if out:
             self._locks[lock] = self._clock.call_later(
                 self.config.record_lock_duration_ms / 1000, self._expire, lock
             )
         self._settle()
         return out
+
+    def _unchecked(self, base: int, last: int) -> bool:
+        """Whether the batch holds records never delivered nor held back yet (new ones, or ones
+        a takeover restored without their delivery time: that is never stored)."""
+        if last >= self.end:
+            return True
+        for k in self._spans.irange(maximum=last, reverse=True):
+            s = self._spans[k]
+            if s.last < base:
+                break
+            if s.state is RecordState.AVAILABLE and s.count == 0 and s.ready_at == 0.0:
+                return True
+        return False
+
+    def _hold_back(self, delays: Sequence[tuple[int, int, int]]) -> None:
+        """Never-delivered AVAILABLE records of these (first, last, due epoch ms) runs wait
+        until then: their spans carry the time, and one timer per distinct time wakes fetchers
+        (the index of delayed records: no read of the log until they are due)."""
+        now_ms = self._clock.time() * 1000
+        for first, last, due_ms in delays:
+            if due_ms <= now_ms:
+                continue
+            for s in self._range(first, last):
+                if s.state is RecordState.AVAILABLE and s.count == 0 and s.ready_at == 0.0:
+                    delay = (due_ms - now_ms) / 1000
+                    s.ready_at = self._clock.monotonic() + delay
+                    n = s.last - s.first + 1
+                    self._held += n
+                    self._held_at[s.ready_at] = self._held_at.get(s.ready_at, 0) + n
+                    if s.ready_at not in self._backoffs:
+                        self._backoffs[s.ready_at] = self._clock.call_later(delay, self._backoff_over, s.ready_at)
 
     def _take(self, s: Span, member: str, lock: int, out: list[tuple[int, int, int]]) -> None:
         s.state, s.member, s.lock, s.ready_at = RecordState.ACQUIRED, member, lock, 0.0
@@ -320,9 +366,11 @@ class SharePartition:
     def _backoff_over(self, ready_at: float) -> None:
         """Records backing off until `ready_at` are acquirable again: wake the fetchers."""
         self._backoffs.pop(ready_at, None)
+        self._held = max(self._held - self._held_at.pop(ready_at, 0), 0)
         for s in self._spans.values():  # by the timer's own key: clock floats may differ by an ulp
             if s.ready_at and s.ready_at <= ready_at:
-                s.ready_at = 0.0
+                # A delayed record keeps its (past) time: it is not looked at again.
+                s.ready_at = 0.0 if s.count else min(s.ready_at, self._clock.monotonic())
         self._coalesce()
         if self._on_available is not None:
             self._on_available()

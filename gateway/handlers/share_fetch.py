@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from gateway.context import RequestContext
+from gateway.delayed_delivery import DELAY_CONFIG, ENABLE_CONFIG, due_times
 from gateway.errors import KafkaApiError
 from gateway.partition.lookup import TopicCache
 from gateway.shares import (
@@ -147,7 +148,7 @@ async def _acquire(
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     while True:
-        got, waitables = 0, []
+        got, waitables, more = 0, [], False
         remaining_bytes = max_bytes
         for key in list(keys):
             try:
@@ -175,8 +176,12 @@ async def _acquire(
                 pd.error_code, pd.error_message = e.error_code, e.message
                 continue
             batches, skip = _whole_batches(bufs, aborted)
-            runs = sp.acquire(member, [(b, la) for b, la, _ in batches], max_records - got, skip)
+            due = due_times(plog.topic.config_int(DELAY_CONFIG), plog.topic.config(ENABLE_CONFIG) == "true", batches)
+            end_before = sp.end
+            runs = sp.acquire(member, [(b, la) for b, la, _ in batches], max_records - got, skip, due)
             if not runs:
+                # Only held-back records so far: read on at once rather than wait for a wake.
+                more = more or (due is not None and sp.end > end_before)
                 continue
             try:
                 await sp.persist()  # the delivery counts survive a takeover
@@ -196,6 +201,8 @@ async def _acquire(
         remaining = deadline - time.monotonic()
         if got or remaining <= 0 or not waitables or (req.min_bytes <= 0 and req.max_wait_ms <= 0):
             return
+        if more:
+            continue
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for plog, entry in waitables:
             plog.add_waiter(woken)

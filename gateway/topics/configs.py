@@ -153,6 +153,11 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     _d("segment.jitter.ms", L, "0", "log.roll.jitter.ms", "Stored only.", at_least(0)),
     _d("segment.ms", L, "604800000", "log.roll.ms", "Ledger rollover age.", at_least(1), applied=True),
     _d("unclean.leader.election.enable", B, "false", "unclean.leader.election.enable", "Stored only."),
+    # Quire's own: delayed delivery for share groups (gateway/delayed_delivery.py)
+    _d("quire.delayed.delivery.enable", B, "false", None,
+       "Share groups deliver no record before the epoch-ms time of its quire.deliver.at header.", applied=True),
+    _d("quire.delivery.delay.ms", L, "0", None,
+       "Share groups deliver no record before its timestamp plus this delay.", at_least(0), applied=True),
 )}
 
 APPLIED = frozenset(n for n, c in TOPIC_CONFIGS.items() if c.applied)

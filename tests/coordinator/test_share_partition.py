@@ -216,3 +216,59 @@ async def test_a_leaving_member_s_records_return_without_backoff() -> None:
     sp.release_member("a")
     assert sp.acquire("b", [(0, 4)], 10) == [(0, 4, 2)]
     sp.close()
+
+
+async def test_delayed_records_wait_without_blocking_later_ones() -> None:
+    clock = FakeClock()
+    woken: list[int] = []
+    sp = SharePartition(0, CFG, clock=clock, on_available=lambda: woken.append(1))
+    now_ms = int(clock.time() * 1000)
+    asked: list[int] = []
+
+    def due(base: int) -> list[tuple[int, int, int]]:
+        asked.append(base)
+        # batch 0-4: offset 1 due in 5 s, 3-4 in 2 s; batch 5-9: on time
+        return [(1, 1, now_ms + 5000), (3, 4, now_ms + 2000)] if base == 0 else [(5, 9, now_ms - 1)]
+
+    batches = [(0, 4), (5, 9)]
+    assert sp.acquire("a", batches, 100, due=due) == [(0, 0, 1), (2, 2, 1), (5, 9, 1)]
+    assert asked == [0, 5]
+    sp.acknowledge("a", 0, 0, [ACCEPT])
+    sp.acknowledge("a", 2, 2, [ACCEPT])
+    sp.acknowledge("a", 5, 9, [ACCEPT])
+    assert (sp.spso, sp.fetch_start(), sp.has_available(10)) == (1, 10, False)
+    # Known delayed: the batch is not looked at again until they are due.
+    assert sp.acquire("b", batches, 100, due=due) == [] and asked == [0, 5]
+    await clock.advance(1.999)
+    assert not woken
+    await clock.advance(0.001)
+    assert woken and sp.fetch_start() == 3
+    assert sp.acquire("b", batches, 100, due=due) == [(3, 4, 1)]
+    sp.acknowledge("b", 3, 4, [ACCEPT])
+    await clock.advance(3.0)
+    assert sp.acquire("c", batches, 100, due=due) == [(1, 1, 1)]
+    assert asked == [0, 5]
+    sp.acknowledge("c", 1, 1, [ACCEPT])
+    assert sp.spso == 10
+    sp.close()
+
+
+async def test_delayed_records_stay_outside_the_in_flight_window() -> None:
+    clock = FakeClock()
+    cfg = ShareConfig(record_lock_duration_ms=1000, delivery_count_limit=3, partition_max_record_locks=10)
+    sp = SharePartition(0, cfg, clock=clock)
+    later = int(clock.time() * 1000) + 60000
+    batches = [(0, 9), (10, 19)]
+    got = sp.acquire("a", batches, 100, due=lambda base: [(0, 9, later)] if base == 0 else [])
+    assert got == [(10, 19, 1)]  # 10 delayed records do not fill the 10-record window
+    sp.close()
+
+
+async def test_a_takeover_checks_restored_never_delivered_records_again() -> None:
+    clock = FakeClock()
+    later = int(clock.time() * 1000) + 60000
+    # Stored: offset 5 delivered once; 0-4 never delivered (not stored), one of them delayed.
+    sp = SharePartition(0, CFG, clock=clock, stored=[(5, 5, 0, 1)])
+    got = sp.acquire("a", [(0, 4), (5, 5)], 100, due=lambda base: [(2, 2, later)] if base == 0 else [])
+    assert got == [(0, 1, 1), (3, 4, 1), (5, 5, 2)]
+    sp.close()

@@ -1,6 +1,7 @@
 """Share groups on the wire (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge): Kafka's error
 codes for sessions and acknowledgements, acquired ranges of whole batches, long polls woken by
-records coming back, FindCoordinator for share keys."""
+records coming back, FindCoordinator for share keys; Quire's redelivery backoff, dead-letter
+topics and delayed delivery."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kafka_wire.messages.share_acknowledge import ShareAcknowledgeRequest
 from kafka_wire.messages.share_fetch import ShareFetchRequest
 from kafka_wire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 from kafka_wire.records import iter_batches
+from kafka_wire.records.builder import NewRecord, build_batch
 from tests.gateway.test_produce_raw import Raw, batch, create_topic, produce_one
 from tests.gateway.test_transactions_raw import fetch_committed, markers, new_pid, produce, values_batch
 from tests.support.gateway import StandaloneGateway
@@ -210,3 +212,37 @@ async def test_dead_letter_topic(module_standalone: StandaloneGateway, raw: Raw)
     resp = raw.call(_fetch(tid, 2, group="rg-dlq"), 2)
     assert resp.error_code == 0 and all(not p.acquired_records for t in resp.responses for p in t.partitions)
     assert len(dead_letters()) == 1
+
+
+def test_delayed_delivery(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """quire.deliver.at headers (quire.delayed.delivery.enable) and quire.delivery.delay.ms: a
+    record is not acquired before its time, later records are, and a long poll gets it then."""
+    topic = "raw-share-delayed"
+    create_topic(module_standalone.bootstrap, topic, **{"quire.delayed.delivery.enable": "true"})
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    now = int(time.time() * 1000)
+    at = now + 1500
+    produce(raw, topic, build_batch([NewRecord(None, b"a", (), now),
+                                     NewRecord(None, b"later", (("quire.deliver.at", str(at).encode()),), now),
+                                     NewRecord(None, b"c", (), now)]))
+    _earliest(raw, "rg-delayed")
+    resp = raw.call(_fetch(tid, 0, group="rg-delayed"), 2)
+    got = resp.responses[0].partitions[0].acquired_records
+    assert [(a.first_offset, a.last_offset) for a in got] == [(0, 0), (2, 2)]
+    resp = raw.call(_fetch(tid, 1, [(0, 0, [ACCEPT]), (2, 2, [ACCEPT])], group="rg-delayed", max_wait_ms=20000), 2)
+    got = resp.responses[0].partitions[0].acquired_records
+    assert [(a.first_offset, a.last_offset) for a in got] == [(1, 1)]
+    assert time.time() * 1000 >= at
+
+    topic = "raw-share-delay-ms"
+    create_topic(module_standalone.bootstrap, topic, **{"quire.delivery.delay.ms": "800"})
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    _earliest(raw, "rg-delay-ms")
+    stamp = int(time.time() * 1000)
+    produce(raw, topic, build_batch([NewRecord(None, b"x", (), stamp)]))
+    resp = raw.call(_fetch(tid, 0, group="rg-delay-ms", member="m2"), 2)
+    assert all(not p.acquired_records for t in resp.responses for p in t.partitions)
+    resp = raw.call(_fetch(tid, 1, group="rg-delay-ms", member="m2", max_wait_ms=20000), 2)
+    got = resp.responses[0].partitions[0].acquired_records
+    assert [(a.first_offset, a.last_offset) for a in got] == [(0, 0)]
+    assert time.time() * 1000 >= stamp + 800

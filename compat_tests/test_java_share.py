@@ -191,3 +191,24 @@ def test_console_share_consumer_with_group_config_from_kafka_configs(gw: Standal
                                                     "--max-messages", str(count), "--timeout-ms", "30000"],
                    timeout=120).stdout
     assert sorted(out.split()) == sorted(f"v-{i}" for i in range(count))
+
+
+@pytest.mark.compat(suite="share-groups", client="java-client")
+def test_redelivery_backoff_set_with_kafka_configs(gw: StandaloneGateway) -> None:
+    """Quire's redelivery backoff, set with Kafka's own kafka-configs on the group: the Java
+    consumer's RELEASEd record comes back with its count + 1, only after 1.5 s then 3 s."""
+    bs, topic, group = _bootstrap(gw), unique("sh7"), unique("sg")
+    create_topic(bs, topic, partitions=1)
+    run_harness("produce", bootstrap=bs, topic=topic, count=1, partitions=1)
+    run_tool("kafka-configs", ["--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", group,
+                               "--alter", "--add-config", "share.auto.offset.reset=earliest,"
+                               "quire.share.redelivery.backoff.min.ms=1500,"
+                               "quire.share.redelivery.backoff.multiplier=2.0"], timeout=90)
+    described = run_tool("kafka-configs", ["--bootstrap-server", bs, "--entity-type", "groups", "--entity-name",
+                                           group, "--describe"], timeout=90).stdout
+    assert "quire.share.redelivery.backoff.min.ms=1500" in described
+    started = time.monotonic()
+    deliveries = only(run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", ack="release",
+                                  deliveries=LIMIT, reset="earliest"), "delivery")
+    assert [d["delivery_count"] for d in deliveries] == [1, 2, 3]
+    assert time.monotonic() - started >= 1.5 + 3.0

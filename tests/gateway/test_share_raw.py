@@ -31,6 +31,18 @@ A = ShareAcknowledgeRequest
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 
 
+@pytest.fixture(scope="module")
+def module_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneGateway]:
+    """Without partition verification: the read_committed test writes transactions of no
+    coordinator's, its markers sent by hand (as in test_transactions_raw)."""
+    gw = StandaloneGateway(tmp_path_factory.mktemp("standalone") / "data",
+                           extra_args=["--no-transaction-partition-verification-enable"])
+    try:
+        yield gw.start()
+    finally:
+        gw.stop(timeout=20.0)
+
+
 @pytest.fixture
 def raw(module_standalone: StandaloneGateway) -> Iterator[Raw]:
     r = Raw(module_standalone.bootstrap)

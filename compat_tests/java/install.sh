@@ -17,6 +17,7 @@ LOG4J_VERSION="2.25.3"
 CACHE="${QUIRE_KAFKA_CACHE:-$HOME/.cache/quire/kafka-$VERSION}"
 LIBS="$CACHE/libs"
 TOOLS_LIBS="$CACHE/tools-libs"
+STREAMS_LIBS="$CACHE/streams-libs"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 need() { command -v "$1" >/dev/null 2>&1 || { echo "install.sh: '$1' not found (apt-get install -y $2)" >&2; exit 1; }; }
@@ -71,6 +72,13 @@ resolve kafka-tools "$TOOLS_LIBS" "$TOOLS_VERSION" \
     "$(kafka_dep kafka-tools "$TOOLS_VERSION" '<exclusions><exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId></exclusion></exclusions>')" \
     "$(kafka_dep kafka_2.13 "$TOOLS_VERSION")" "$(log4j_deps)"
 
+# kafka-streams 4.3.1 (the newest on Maven Central here) with its own 4.3.1 client, like the tools:
+# on the 4.4.0 client it fails at once (NoClassDefFoundError: org.apache.kafka.common.utils.LogContext,
+# which moved in 4.4.0). The word-count application
+# (java/streams-src) is built against this classpath only.
+resolve kafka-streams "$STREAMS_LIBS" "$TOOLS_VERSION" \
+    "$(kafka_dep kafka-streams "$TOOLS_VERSION")" "$(log4j_deps)"
+
 # Warnings to stderr only: tool output on stdout stays machine-readable.
 if [[ ! -f "$CACHE/log4j2.properties" ]]; then
     cat > "$CACHE/log4j2.properties" <<'L4J'
@@ -85,19 +93,23 @@ rootLogger.appenderRef.err.ref = STDERR
 L4J
 fi
 
-# The harness program: rebuilt whenever its sources change.
-SRC="$HERE/src"
-OUT="$CACHE/harness"
-if [[ -d "$SRC" ]] && [[ -n "$(find "$SRC" -name '*.java' -print -quit)" ]]; then
-    STAMP="$(find "$SRC" -name '*.java' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-64)"
-    if [[ ! -f "$OUT/.stamp" ]] || [[ "$(cat "$OUT/.stamp")" != "$STAMP" ]]; then
-        rm -rf "$OUT.tmp"
-        mkdir -p "$OUT.tmp"
-        find "$SRC" -name '*.java' -print0 | xargs -0 javac -nowarn -encoding UTF-8 --release 17 \
-            -cp "$LIBS/*" -d "$OUT.tmp"
-        echo "$STAMP" > "$OUT.tmp/.stamp"
-        rm -rf "$OUT"
-        mv "$OUT.tmp" "$OUT"
+# build SRC OUT LIBS: compile SRC's Java files against LIBS into OUT, whenever the sources change.
+build() {
+    local src="$1" out="$2" libs="$3" stamp
+    if [[ -d "$src" ]] && [[ -n "$(find "$src" -name '*.java' -print -quit)" ]]; then
+        stamp="$(find "$src" -name '*.java' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-64)"
+        if [[ ! -f "$out/.stamp" ]] || [[ "$(cat "$out/.stamp")" != "$stamp" ]]; then
+            rm -rf "$out.tmp"
+            mkdir -p "$out.tmp"
+            find "$src" -name '*.java' -print0 | xargs -0 javac -nowarn -encoding UTF-8 --release 17 \
+                -cp "$libs/*" -d "$out.tmp"
+            echo "$stamp" > "$out.tmp/.stamp"
+            rm -rf "$out"
+            mv "$out.tmp" "$out"
+        fi
     fi
-fi
+}
+# The harness program, and the Streams application on kafka-streams' classpath.
+build "$HERE/src" "$CACHE/harness" "$LIBS"
+build "$HERE/streams-src" "$CACHE/streams-harness" "$STREAMS_LIBS"
 echo "kafka $VERSION ready in $CACHE"

@@ -69,6 +69,19 @@ def tools_libs_dir() -> Path:
     return cache_dir() / "tools-libs"
 
 
+def streams_libs_dir() -> Path:
+    """kafka-streams 4.3.1 with its own 4.3.1 client (see install.sh)."""
+    return cache_dir() / "streams-libs"
+
+
+def streams_classpath() -> str:
+    """The Streams application (compat_tests/java/streams-src) and kafka-streams' jars."""
+    if not (streams_libs_dir() / ".complete").is_file():
+        raise FileNotFoundError(f"kafka-streams jars not cached in {streams_libs_dir()}: run {INSTALL_SCRIPT}")
+    jars = [str(p) for p in sorted(streams_libs_dir().glob("*.jar"))]
+    return os.pathsep.join([str(cache_dir() / "streams-harness"), *jars])
+
+
 # Main classes run on the broker's 4.4.0 classpath; every other TOOLS entry runs on tools-libs.
 BROKER_CLASSES = frozenset({"kafka.Kafka", "kafka.tools.StorageTool"})
 
@@ -88,7 +101,7 @@ def log4j_config() -> Path:
 
 
 def is_installed() -> bool:
-    return (libs_dir() / ".complete").is_file() and (tools_libs_dir() / ".complete").is_file()
+    return all((d / ".complete").is_file() for d in (libs_dir(), tools_libs_dir(), streams_libs_dir()))
 
 
 def ensure_installed() -> None:

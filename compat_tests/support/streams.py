@@ -10,7 +10,7 @@ import queue
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from compat_tests.support import kafka_dist
 MAIN_CLASS = "quire.compat.streams.WordCount"
 
 
-def _argv(command: str, args: dict[str, object]) -> list[str]:
+def _argv(command: str, args: Mapping[str, object]) -> list[str]:
     kafka_dist.ensure_installed()
     return ["java", *kafka_dist.TOOL_JVM_OPTS, f"-Dlog4j2.configurationFile={kafka_dist.log4j_config()}",
             "-cp", kafka_dist.streams_classpath(), MAIN_CLASS, command, *(f"{k}={v}" for k, v in args.items())]
@@ -85,12 +85,12 @@ class WordCountApp:
                 if e["event"] == event and all(e.get(k) == v for k, v in fields.items()):
                     return e
             try:
-                e = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                new = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise AssertionError(f"no {event} {fields} within {timeout}s: {self.events}\n{self.stderr()}") from None
-            if e is None:
+            if new is None:
                 raise AssertionError(f"WordCount exited {self.proc.wait()} before {event}: {self.events}\n{self.stderr()}")
-            self.events.append(e)
+            self.events.append(new)
 
     def stderr(self) -> str:
         self._err.flush()

@@ -61,8 +61,10 @@ class BookieProcess:
         port: int | None = None,
         rack: str | None = None,
         journal_dir: Path | None = None,
+        extra_args: list[str] | None = None,
     ) -> None:
         self.meta_url = meta_url
+        self.extra_args = list(extra_args or [])  # more `quire bookie` flags
         self.data_dir = Path(data_dir)
         self.journal_dir = journal_dir
         self.port = port or free_port()
@@ -94,6 +96,7 @@ class BookieProcess:
             cmd += ["--journal-dir", str(self.journal_dir)]
         if self.rack is not None:
             cmd += ["--rack", self.rack]
+        cmd += self.extra_args
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(

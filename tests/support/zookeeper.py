@@ -54,10 +54,12 @@ class ZooKeeperServer:
         return f"zk://{self.address}{chroot}"
 
 
-def _start(base: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
+def start_zookeeper(base: Path, port: int | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a ZooKeeper server with its data under `base` (kept: a restart on the same base and
+    port resumes it) on `port` (default: a free one); (process, port). Output: base/zookeeper.out."""
+    port = port or free_port()
     data = base / "data"
-    data.mkdir(parents=True)
+    data.mkdir(parents=True, exist_ok=True)
     cfg = base / "zoo.cfg"
     cfg.write_text(
         "\n".join(
@@ -77,7 +79,7 @@ def _start(base: Path) -> tuple[subprocess.Popen[bytes], int]:
         )
     )
     log_dir = base / "logs"
-    log_dir.mkdir()
+    log_dir.mkdir(exist_ok=True)
     env = dict(os.environ, ZOO_LOG_DIR=str(log_dir), JVMFLAGS="-Xmx256m")
     cmd = [
         "java",
@@ -90,12 +92,12 @@ def _start(base: Path) -> tuple[subprocess.Popen[bytes], int]:
         "org.apache.zookeeper.server.quorum.QuorumPeerMain",
         str(cfg),
     ]
-    with open(base / "zookeeper.out", "wb") as out:
+    with open(base / "zookeeper.out", "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     return proc, port
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], port: int, base: Path) -> None:
+def wait_zookeeper_ready(proc: subprocess.Popen[bytes], port: int, base: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -121,9 +123,9 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
     proc = None
     try:
         for attempt in range(3):
-            proc, port = _start(base / f"run{attempt}")
+            proc, port = start_zookeeper(base / f"run{attempt}")
             try:
-                _wait_ready(proc, port, base / f"run{attempt}")
+                wait_zookeeper_ready(proc, port, base / f"run{attempt}")
                 break
             except RuntimeError:
                 # Most likely the free port was taken between probing and binding: retry.

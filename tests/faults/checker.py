@@ -31,7 +31,7 @@ class Verdict:
             self.examples.append(msg)
 
 
-def check(acks: list[Acks], read: list[tuple[array, array]], commit_regressions: list[str]) -> Verdict:  # type: ignore[type-arg]
+def check(acks: list[Acks], read: list[tuple[array[int], array[int]]], commit_regressions: list[str]) -> Verdict:
     v = Verdict()
     for p, (a, (offsets, ids)) in enumerate(zip(acks, read, strict=True)):
         v.acked += len(a.ids)

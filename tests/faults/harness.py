@@ -16,8 +16,10 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from store import layout
 from store.meta.api import MetaStore, NoNodeError
@@ -27,6 +29,7 @@ from tests.support.cluster import GatewayProc
 from tests.support.zookeeper import start_zookeeper, wait_zookeeper_ready
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 META_TIMEOUT = 10.0  # one metadata call of the harness (ZooKeeper may be down)
 logging.getLogger("kazoo").setLevel(logging.ERROR)  # the nemesis kills ZooKeeper: reconnects are expected
 
@@ -117,7 +120,7 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(g.handle.address for g in self.gateways)  # type: ignore[union-attr]
+        return ",".join(self.gateway(g).address for g in self.gateways)
 
     def bookie_args(self) -> list[str]:
         c = self.config
@@ -136,19 +139,19 @@ class Cluster:
         for i in range(self.config.bookies):
             b = BookieProcess(self.meta_url, self.base / f"bookie-{i}", extra_args=self.bookie_args())
             self.bookies.append(Proc(f"bookie-{i}", "bookie", b))
-        for b in self.bookies:
-            self.bookie(b).spawn()
-        for b in self.bookies:
-            await self.bookie(b).wait_registered(self.meta)
-        log("bookies: " + ", ".join(self.bookie(b).address for b in self.bookies))
+        for p in self.bookies:
+            self.bookie(p).spawn()
+        for p in self.bookies:
+            await self.bookie(p).wait_registered(self.meta)
+        log("bookies: " + ", ".join(self.bookie(p).address for p in self.bookies))
         for n in range(1, self.config.gateways + 1):
             g = GatewayProc(n, self.meta_url, self.base / f"gateway-{n}.log",
                             session_timeout=self.config.gateway_session_timeout,
                             replication=self.config.replication)
             self.gateways.append(Proc(f"gateway-{n}", "gateway", g))
             g.start()
-        for g in self.gateways:
-            await asyncio.to_thread(self.gateway(g).wait_ready)
+        for p in self.gateways:
+            await asyncio.to_thread(self.gateway(p).wait_ready)
         log(f"gateways: {self.bootstrap}")
         self._supervisor = asyncio.create_task(self._supervise())
 
@@ -244,7 +247,7 @@ class Cluster:
 
     # -- metadata views --------------------------------------------------------------------------
 
-    async def _meta_call(self, coro):  # type: ignore[no-untyped-def]
+    async def _meta_call(self, coro: Awaitable[T]) -> T:
         return await asyncio.wait_for(coro, META_TIMEOUT)
 
     async def replication_state(self) -> tuple[int, list[int]]:

@@ -44,7 +44,8 @@ class Nemesis:
     gap_s: tuple[float, float] = (2.0, 6.0)  # quiet time between faults
     events: list[Event] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)  # unexpected behaviour seen while injecting
-    last_wipe: float = 0.0  # wall time of the last wipe: the sampled check must run after it
+    wiped_up_ms: int = 0  # wall ms when the last wiped bookie was serving again
+    checks_since_wipe: set[int] = field(default_factory=set)  # sampled checks finished since then
     only: frozenset[str] = frozenset()  # fault names to choose from (empty: all)
 
     @property
@@ -69,7 +70,12 @@ class Nemesis:
                 break
             fault = self.rng.choices(faults, weights)[0]
             t = time.monotonic()
-            detail = await fault()
+            try:
+                detail = await fault()
+            except Exception as e:
+                detail = f"FAILED: {e!r}"[:2000]
+                self.anomalies.append(f"{fault.__name__}: {detail}")
+                await self.heal()
             self.events.append(Event(t, fault.__name__, detail))
             log(f"nemesis: {fault.__name__}: {detail} ({time.monotonic() - t:.1f} s)")
 
@@ -130,35 +136,49 @@ class Nemesis:
 
     # -- disks ------------------------------------------------------------------------------------
 
+    async def replicated(self) -> tuple[bool, str]:
+        """Whether every ledger is fully replicated: none marked, none naming a bookie that is not
+        registered and, after a wipe, two sampled checks finished since the wiped bookie was back
+        (the first may have started before, when it was not yet there to be checked)."""
+        marked, bad = await self.cluster.replication_state()
+        if self.wiped_up_ms and len(self.checks_since_wipe) < 2:
+            done = int(str((await self.cluster.recovery_stats()).get("last_check_ms", 0)))
+            if done > self.wiped_up_ms:
+                self.checks_since_wipe.add(done)
+        checked = not self.wiped_up_ms or len(self.checks_since_wipe) >= 2
+        return (not marked and not bad and checked,
+                f"{marked} marked, {len(bad)} on missing bookies, sampled checks since the last wipe: "
+                f"{len(self.checks_since_wipe) if self.wiped_up_ms else '-'}")
+
     async def _settled(self, within: float) -> bool:
         """Whether every ledger is fully replicated (waiting up to `within` s)."""
         deadline = time.monotonic() + within
         while True:
             try:
-                marked, bad = await self.cluster.replication_state()
-                if not marked and not bad:
+                if (await self.replicated())[0]:
                     return True
             except Exception:
-                pass
+                pass  # ZooKeeper may be reconnecting
             if time.monotonic() > deadline:
                 return False
             await asyncio.sleep(1.0)
 
     async def wipe_bookie(self) -> str:
         # One permanently lost replica at a time: wait until the last one is refilled.
-        if not await self._settled(30.0):
+        if not await self._settled(60.0):
             return await self.kill_bookie() + " (instead of a wipe: ledgers still under-replicated)"
         (b,) = self._pick(self.cluster.bookies)
         bp = self.cluster.bookie(b)
         self.cluster.kill(b)
         shutil.rmtree(bp.data_dir, ignore_errors=True)
         bp.data_dir.mkdir(parents=True)
-        self.last_wipe = time.time()
         bp.extra_args = self.cluster.bookie_args()
         bp.spawn()
         code = await asyncio.to_thread(bp.wait_exit, 120.0)
         if code != 2:
             self.anomalies.append(f"wiped {b.name} started without a format (exit {code})")
+        # Its registration outlives a SIGKILL by the session timeout; format refuses until then.
+        await self._wait_unregistered(bp.address, 60.0)
         fmt = await asyncio.to_thread(
             subprocess.run,
             [sys.executable, "-m", "quire", "bookie", "format", "--dir", str(bp.data_dir), "--port", str(bp.port),
@@ -168,7 +188,19 @@ class Nemesis:
         if fmt.returncode != 0:
             self.anomalies.append(f"quire bookie format {b.name} failed: {fmt.stderr.strip()[-300:]}")
         await self.cluster.start_proc(b)
+        self.wiped_up_ms, self.checks_since_wipe = int(time.time() * 1000), set()
         return f"{b.name} wiped: start refused (exit {code}), formatted (exit {fmt.returncode}), started"
+
+    async def _wait_unregistered(self, address: str, within: float) -> None:
+        assert self.cluster.meta is not None
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                if await asyncio.wait_for(self.cluster.meta.exists(layout.bookie_available(address)), 10.0) is None:
+                    return
+            except TimeoutError:
+                pass
+            await asyncio.sleep(0.5)
 
     async def _read_only(self, address: str) -> bool | None:
         assert self.cluster.meta is not None

@@ -46,22 +46,18 @@ class Result:
                 f"rereplicated_MB={self.rereplicated_mb:.1f} full_replication_s={full}")
 
 
-async def wait_full_replication(cluster: Cluster, nemesis: Nemesis, bound_s: float) -> float | None:
-    """Seconds until no ledger is marked or names a bookie that is not registered (and, after a
-    wipe, the auditor's sampled check has run since); None if not within bound_s."""
+async def wait_full_replication(nemesis: Nemesis, bound_s: float) -> float | None:
+    """Seconds until every ledger is fully replicated (Nemesis.replicated); None if not within
+    bound_s."""
     start = time.monotonic()
     last = ""
     while time.monotonic() - start < bound_s:
         try:
-            marked, bad = await cluster.replication_state()
-            checked_ms = int(str((await cluster.recovery_stats()).get("last_check_ms", 0)))
-        except Exception as e:
-            marked, bad, checked_ms = -1, [], 0
-            last = repr(e)
-        checked = not nemesis.last_wipe or checked_ms > nemesis.last_wipe * 1000
-        if marked == 0 and not bad and checked:
+            ok, now = await nemesis.replicated()
+        except Exception as e:  # ZooKeeper reconnecting: ask again
+            ok, now = False, repr(e)
+        if ok:
             return time.monotonic() - start
-        now = f"{marked} marked, {len(bad)} on missing bookies, check since wipe: {checked}"
         if now != last:
             log(f"replication: {now}")
             last = now
@@ -101,7 +97,7 @@ async def run_chaos(base: Path, *, minutes: float, seed: int, rate: float,
         await asyncio.to_thread(workload.stop_producers)
         stopped = time.monotonic()
         result.full_replication_s = await wait_full_replication(
-            cluster, nemesis, max(replication_bound_s - (time.monotonic() - healed), 0.0))
+            nemesis, max(replication_bound_s - (time.monotonic() - healed), 0.0))
         if result.full_replication_s is not None:
             result.full_replication_s += stopped - healed
         log(f"fully replicated after the faults: {result.full_replication_s} s (bound {replication_bound_s} s)")
@@ -151,8 +147,8 @@ def _report(r: Result, w: Workload, n: Nemesis, c: Cluster) -> None:
           f"{sum(w.consumer_errors.values())}")
     print(f"checker: lost {v.lost}, duplicated {v.duplicated}, reordered {v.reordered}, gaps {v.gaps}, "
           f"committed offsets moved backwards {v.commit_regressions}")
-    for e in v.examples:
-        print(f"  {e}")
+    for example in v.examples:
+        print(f"  {example}")
     print(f"unavailable: {r.unavailable_s} s (seconds in which some partition got no acknowledgement)")
     print(f"supervisor restarts: {r.restarts} " + ", ".join(
         f"{p.name} exited {p.exits}" for p in c.bookies + c.gateways if p.exits))

@@ -49,9 +49,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 class Acks:
     """Acknowledgements of one partition, in arrival order."""
 
-    offsets: array = field(default_factory=lambda: array("q"))  # type: ignore[type-arg]
-    ids: array = field(default_factory=lambda: array("q"))  # type: ignore[type-arg]
-    times: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
+    offsets: array[int] = field(default_factory=lambda: array("q"))
+    ids: array[int] = field(default_factory=lambda: array("q"))
+    times: array[float] = field(default_factory=lambda: array("d"))
 
 
 class Workload:
@@ -171,9 +171,9 @@ class Workload:
                 msgs = c.consume(500, 0.5)
                 n = 0
                 for m in msgs:
-                    if m.error():
-                        if m.error().code() != KafkaError._PARTITION_EOF:
-                            key = str(m.error())[:120]
+                    if (err := m.error()) is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            key = str(err)[:120]
                             with self.lock:
                                 self.consumer_errors[key] = self.consumer_errors.get(key, 0) + 1
                         continue
@@ -207,7 +207,7 @@ class Workload:
             c.close()
 
 
-def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 300.0) -> list[tuple[array, array]]:
+def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 300.0) -> list[tuple[array[int], array[int]]]:
     """Every partition from its first offset to its high watermark: per partition (offsets, ids)."""
     c = Consumer({
         "bootstrap.servers": bootstrap,
@@ -217,7 +217,7 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 300.
         "fetch.max.bytes": 8 << 20,
         **QUIET,
     })
-    out = [(array("q"), array("q")) for _ in range(partitions)]
+    out: list[tuple[array[int], array[int]]] = [(array("q"), array("q")) for _ in range(partitions)]
     deadline = time.monotonic() + timeout
     ends = {}
     for p in range(partitions):
@@ -232,10 +232,12 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 300.
             for m in c.consume(5000, 1.0):
                 if m.error():
                     continue
-                p = m.partition()
-                out[p][0].append(m.offset())
-                out[p][1].append(parse_id(m.value()))
-                pos[p] = max(pos[p], m.offset())
+                part, o = m.partition(), m.offset()
+                if part is None or o is None:
+                    continue
+                out[part][0].append(o)
+                out[part][1].append(parse_id(m.value()))
+                pos[part] = max(pos[part], o)
     finally:
         c.close()
     return out

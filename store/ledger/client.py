@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+import weakref
 
 from store import layout
 from store.clock import SYSTEM_CLOCK, Clock
@@ -18,6 +20,7 @@ from store.ledger.reader import LedgerReader
 from store.ledger.recovery import recover
 from store.ledger.writer import LedgerWriter
 from store.meta.api import MetaStore, NodeExistsError, NoNodeError
+from store.recovery import marks
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,7 @@ class LedgerClient:
         speculative_read_timeout: float = 0.2,
         bookies: BookieConns | None = None,
         explicit_lac_interval: float = 0.1,
+        lost_poll_s: float = 5.0,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """`bookies` overrides the connection pool (default: a store.bookie.client.BookiePool
@@ -40,6 +44,9 @@ class LedgerClient:
         tells its bookies its LAC (WRITE_LAC), so readers see its last entry; 0 (for now the
         default, as tests assert the old one-behind LAC) disables; 0.1 is the intended value."""
         self.explicit_lac_interval = explicit_lac_interval
+        self.lost_poll_s = lost_poll_s  # how often open writers look for bookies auto-recovery lost
+        self._writers: weakref.WeakValueDictionary[int, LedgerWriter] = weakref.WeakValueDictionary()
+        self._lost_task: asyncio.Task[None] | None = None
         LEDGER_METRICS.register()
         self._owned_pool = None
         if bookies is None:
@@ -86,7 +93,38 @@ class LedgerClient:
             except NodeExistsError:
                 log.warning("ledger id %d already taken, allocating another", ledger_id)
                 continue
-            return LedgerWriter(env, md.copy(version=0), explicit_lac_interval=self.explicit_lac_interval)
+            w = LedgerWriter(env, md.copy(version=0), explicit_lac_interval=self.explicit_lac_interval)
+            self._writers[ledger_id] = w
+            if self._lost_task is None and self.lost_poll_s > 0:
+                self._lost_task = asyncio.get_running_loop().create_task(self._replace_lost_bookies())
+            return w
+
+    async def _replace_lost_bookies(self) -> None:
+        """An open ledger's last fragment is its writer's to change (auto-recovery moves only the
+        confirmed part). A writer learns of a dead bookie from a failed add, so an idle one would
+        keep a lost bookie, and its ledger stay marked under-replicated, for as long as it is
+        idle: every lost_poll_s, writers of marked ledgers replace the bookies marked lost (or
+        decommissioned) that are not registered."""
+        meta = self._env.meta
+        while True:
+            await self._env.clock.sleep(self.lost_poll_s)
+            try:
+                mine = {lid: w for lid in await marks.marked_ledgers(meta) if (w := self._writers.get(lid)) is not None}
+                if not mine:
+                    continue
+                alive = {b.address for b in await available_bookies(meta) if not b.read_only}
+                for lid, w in mine.items():
+                    m = await marks.get_mark(meta, lid)
+                    if m is None:
+                        continue
+                    lost = {a for a, why in m.bookies.items()
+                            if why.get("reason") in (marks.LOST, marks.DECOMMISSION) and a not in alive}
+                    if lost and w.replace_bookies(lost):
+                        log.info("ledger %d: replacing bookies auto-recovery lost: %s", lid, sorted(lost))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("looking for lost bookies of open ledgers failed: %r", e)
 
     async def _allocate_id(self) -> int:
         """ZooKeeper's sequential-node counter as the id generator (BookKeeper's ZkLedgerIdGenerator)."""
@@ -137,5 +175,10 @@ class LedgerClient:
         return await self._env.read_metadata(ledger_id)
 
     async def close(self) -> None:
+        if self._lost_task is not None:
+            self._lost_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lost_task
+            self._lost_task = None
         if self._owned_pool is not None:
             await self._owned_pool.close_all()

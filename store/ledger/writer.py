@@ -270,6 +270,17 @@ class LedgerWriter:
             self._changing = True
             self._change_task = asyncio.get_running_loop().create_task(self._change_ensemble())
 
+    def replace_bookies(self, addresses: set[str]) -> bool:
+        """Replace these bookies of the current fragment as if they had failed: auto-recovery
+        found them lost, and an idle writer would otherwise keep them (and its ledger stay
+        under-replicated) until its next add. True if one of them was in the fragment."""
+        hit = False
+        for idx, addr in enumerate(self.metadata.ensembles[-1][1]):
+            if addr in addresses:
+                self._bookie_failed(idx, ConnectionError(f"bookie {addr} is lost (auto-recovery)"))
+                hit = True
+        return hit
+
     async def _change_ensemble(self) -> None:
         # Bookies may be re-registering: placement is retried for up to add_timeout.
         timeout = self._env.add_timeout

@@ -172,7 +172,8 @@ async def test_open_ledger_idle_writer_confirmed_part_moves_writer_keeps_tail(
 ) -> None:
     url, m = meta
     procs = {b.address: b for b in await bookie_cluster(5, url)}
-    lc = LedgerClient(m, explicit_lac_interval=0.05)
+    # The worker alone (lost_poll_s=0: the writer's client does not look for lost bookies).
+    lc = LedgerClient(m, explicit_lac_interval=0.05, lost_poll_s=0)
     w = await write_ledger(lc, 60, close=False)
     victim = w.metadata.ensembles[0][1][2]
     from store.ledger.fetch import bookie_lac
@@ -196,5 +197,36 @@ async def test_open_ledger_idle_writer_confirmed_part_moves_writer_keeps_tail(
     md = await lc.metadata(w.ledger_id)
     assert victim not in md.bookies() and md.state == "closed"
     assert await marks.marked_ledgers(m) == []
+    assert await read_all(m, w.ledger_id) == [payload(w.ledger_id, i) for i in range(80)]
+    await lc.close()
+
+
+async def test_idle_writer_replaces_a_lost_bookie_so_its_open_ledger_is_unmarked(
+    bookie_cluster: Any, meta: tuple[str, MetaStore]
+) -> None:
+    """Regression: an idle open ledger stayed marked under-replicated for as long as its writer
+    added nothing (the worker leaves the open tail to the writer, which only learnt of the lost
+    bookie from a failed add). The writer's client now replaces bookies marked lost itself."""
+    url, m = meta
+    procs = {b.address: b for b in await bookie_cluster(5, url)}
+    lc = LedgerClient(m, explicit_lac_interval=0.05, lost_poll_s=0.1)
+    w = await write_ledger(lc, 60, close=False)
+    victim = w.metadata.ensembles[0][1][2]
+    procs[victim].kill()
+    await eventually(lambda: gone(m, victim))
+    await marks.mark(m, w.ledger_id, {victim: (marks.now_ms(), marks.LOST)})
+
+    async def writer_replaced_it() -> bool:
+        return victim not in (await lc.metadata(w.ledger_id)).ensembles[-1][1]
+
+    await eventually(writer_replaced_it)  # without a single add
+    worker = ReplicationWorker(lc.env, "w")
+    assert await worker.process(w.ledger_id)  # confirmed part moved, tail clean: unmarked
+    md = await lc.metadata(w.ledger_id)
+    assert md.state == "open" and victim not in md.bookies()
+    assert await marks.marked_ledgers(m) == []
+    # The writer carries on over both changes.
+    await asyncio.gather(*(w.append(payload(w.ledger_id, i)) for i in range(60, 80)))
+    await w.close()
     assert await read_all(m, w.ledger_id) == [payload(w.ledger_id, i) for i in range(80)]
     await lc.close()

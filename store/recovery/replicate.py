@@ -172,7 +172,9 @@ async def _copy_fragment(env: LedgerEnv, md: LedgerMetadata, c: _Copy) -> tuple[
                 dests = [p for p in dests if p not in c.refill or not await _has(env, c.targets[p], lid, eid)]
                 if not dests:
                     return
-            sources = [c.ensemble[q] for q in ws if q not in c.targets]
+            # Bookies being refilled in place are sources too (after the untouched ones): one
+            # lacking this entry answers NoEntry and the next is read.
+            sources = [c.ensemble[q] for q in ws if q not in c.targets] + [c.ensemble[q] for q in ws if q in c.refill]
             packed = await _read_valid(env, sources, lid, eid)
             for p in dests:
                 await asyncio.wait_for(

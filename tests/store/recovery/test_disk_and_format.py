@@ -145,3 +145,36 @@ async def test_wiped_disk_refused_until_formatted_then_refilled(
             assert bytes(unwrap(unpack_entry(await client.read(i, n), i, n)[3])[1]) == payload(i, n)
     assert await auditor.check_entries() == 0
     await lc.close()
+
+
+async def test_refill_reads_from_another_bookie_being_refilled(
+    bookie_cluster: Any, meta: tuple[str, MetaStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a ledger marked for two live bookies (a wiped one, one whose sampled check
+    failed) and with its third bookie gone could not be re-replicated: the worker read entries
+    only from bookies it was not writing to, and found none ("no surviving replica ... from []"),
+    though the second suspect held every entry."""
+    monkeypatch.setenv("QUIRE_RECOVERY_ENABLE", "false")
+    url, m = meta
+    procs = {b.address: b for b in await bookie_cluster(5, url)}
+    lc = LedgerClient(m)
+    lid = (await write_ledger(lc, 40)).ledger_id
+    wiped, suspect, lost = (procs[a] for a in (await lc.metadata(lid)).ensembles[0][1])
+    wiped.kill()
+    shutil.rmtree(wiped.data_dir)
+    await eventually(lambda: gone(m, wiped.address))
+    fmt = quire("bookie", "format", "--data-dir", str(wiped.data_dir), "--port", str(wiped.port), "--meta", url)
+    assert fmt.returncode == 0, fmt.stderr
+    await wiped.start(m)
+    lost.kill()
+    await eventually(lambda: gone(m, lost.address))
+    await marks.mark(m, lid, {wiped.address: (marks.now_ms(), marks.CHECK),
+                              suspect.address: (marks.now_ms(), marks.CHECK)})
+    assert await ReplicationWorker(lc.env, "w").process(lid)
+    md = await lc.metadata(lid)
+    assert lost.address not in md.bookies() and {wiped.address, suspect.address} <= md.bookies()
+    for addr in md.ensembles[0][1]:
+        client = lc.env.bookies.get(addr)
+        for n in range(40):
+            assert bytes(unwrap(unpack_entry(await client.read(lid, n), lid, n)[3])[1]) == payload(lid, n)
+    await lc.close()

@@ -207,7 +207,7 @@ class Workload:
             c.close()
 
 
-def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 300.0) -> list[tuple[array[int], array[int]]]:
+def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 180.0) -> list[tuple[array[int], array[int]]]:
     """Every partition from its first offset to its high watermark: per partition (offsets, ids)."""
     c = Consumer({
         "bootstrap.servers": bootstrap,
@@ -228,7 +228,9 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 300.
     try:
         while any(pos[p] + 1 < ends[p] for p in range(partitions)):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"read-back incomplete after {timeout} s: at {pos}, ends {ends}")
+                # What could not be read counts as lost (the checker's examples say where).
+                print(f"read-back incomplete after {timeout} s: at {pos}, ends {ends}", flush=True)
+                break
             for m in c.consume(5000, 1.0):
                 if m.error():
                     continue

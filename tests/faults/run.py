@@ -146,7 +146,7 @@ def _report(r: Result, w: Workload, n: Nemesis, c: Cluster) -> None:
     print(f"group: consumed {w.consumed}, committed {sum(w.committed.values())}, consumer errors "
           f"{sum(w.consumer_errors.values())}")
     print(f"checker: lost {v.lost}, duplicated {v.duplicated}, reordered {v.reordered}, gaps {v.gaps}, "
-          f"committed offsets moved backwards {v.commit_regressions}")
+          f"committed offsets moved backwards {v.commit_regressions}, acknowledged without an offset {v.no_offset}")
     for example in v.examples:
         print(f"  {example}")
     print(f"unavailable: {r.unavailable_s} s (seconds in which some partition got no acknowledgement)")

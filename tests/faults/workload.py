@@ -122,9 +122,11 @@ class Workload:
                     key = str(err)[:120]
                     self.failures[key] = self.failures.get(key, 0) + 1
                 return
+            offset = msg.offset()
             with self.lock:
                 a = self.acks[msg.partition()]
-                a.offsets.append(msg.offset())
+                # librdkafka reports some deliveries as persisted without an offset: -1.
+                a.offsets.append(-1 if offset is None else offset)
                 a.ids.append(parse_id(msg.value()))
                 a.times.append(now)
 

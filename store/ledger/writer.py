@@ -33,7 +33,7 @@ from store.ledger.errors import (
 )
 from store.ledger.metadata import CLOSED, OPEN, LedgerMetadata
 from store.ledger.metrics import ENSEMBLE_CHANGES
-from store.ledger.placement import available_bookies
+from store.ledger.placement import BookieInfo, available_bookies
 from store.ledger.quorum import write_set
 from store.retry import Backoff, Retry
 
@@ -281,6 +281,19 @@ class LedgerWriter:
                 hit = True
         return hit
 
+    def _replacement(self, ensemble: list[str], i: int, wq: int, bookies: list[BookieInfo], now_failed: set[str]) -> str:
+        """A bookie for position i: preferably none that ever failed this writer; failing that,
+        one that failed before but is registered again (a restarted bookie), never one failing
+        now. Without the fallback, a long-lived ledger ran out of spares after a few restarts
+        and its writer failed with live bookies to spare."""
+        place = self._env.placement
+        try:
+            return place.replace_bookie(ensemble, i, wq, bookies, exclude=self._ever_failed)
+        except NotEnoughBookiesError:
+            if self._ever_failed <= now_failed:
+                raise
+            return place.replace_bookie(ensemble, i, wq, bookies, exclude=now_failed)
+
     async def _change_ensemble(self) -> None:
         # Bookies may be re-registering: placement is retried for up to add_timeout.
         timeout = self._env.add_timeout
@@ -294,11 +307,10 @@ class LedgerWriter:
                 try:
                     bookies = await available_bookies(self._env.meta)
                     live = {b.address for b in bookies}
+                    now_failed = {md.ensembles[-1][1][i] for i in failed}
                     for i in failed:
                         try:
-                            ensemble[i] = self._env.placement.replace_bookie(
-                                ensemble, i, md.write_quorum, bookies, exclude=self._ever_failed
-                            )
+                            ensemble[i] = self._replacement(ensemble, i, md.write_quorum, bookies, now_failed)
                         except NotEnoughBookiesError:
                             if ensemble[i] not in live:
                                 raise

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from store import layout
 from store.bookie.entry import pack_entry
 from store.clock import SYSTEM_CLOCK, Clock
 from store.ledger import (
@@ -393,3 +394,25 @@ async def test_stalled_bookie_without_spare_is_retried_in_place(meta: MetaStore)
     await w.close()
     md = await lc.metadata(w.ledger_id)
     assert md.ensembles == [(0, w.metadata.ensembles[0][1])] and md.last_entry_id == 4
+
+
+async def test_a_restarted_bookie_is_a_replacement_once_no_other_spare_is_left(meta: MetaStore) -> None:
+    """Regression (fault run): a writer excluded every bookie that had ever failed it, so after a
+    restart or two a long-lived ledger had no spare left and its writer failed, with a live,
+    re-registered bookie to spare."""
+    b = MemoryBookies(4)
+    await b.register(meta)
+    lc = _client(meta, b, add_timeout=0.2)
+    w = await lc.create(3, 3, 2)
+    first, second = w.metadata.ensembles[0][1][:2]
+    b.get(first).down = True
+    await b.unregister(meta, first)
+    assert await w.append(b"a") == 0  # replaced by the spare
+    b.get(first).down = False
+    await meta.create(layout.bookie_available(first), b"{}", ephemeral=True)  # restarted: registered again
+    b.get(second).down = True
+    await b.unregister(meta, second)
+    assert await w.append(b"b") == 1  # the only candidate left is the restarted one
+    assert first in w.metadata.ensembles[-1][1] and second not in w.metadata.ensembles[-1][1]
+    await w.close()
+    await lc.close()

@@ -196,6 +196,12 @@ class Cluster:
         p.down = True
         self._kill(p)
 
+    async def terminate(self, p: Proc) -> None:
+        """SIGTERM (a clean shutdown: a bookie unregisters at once) and hold down until start()."""
+        p.down = True
+        await asyncio.to_thread(self.bookie(p).terminate)
+        p.paused = False
+
     async def start_proc(self, p: Proc, extra_args: list[str] | None = None) -> None:
         """(Re)start a process held down or dead, and wait until it serves."""
         async with self._lock:

@@ -27,7 +27,7 @@ from store import layout
 from store.meta.api import NoNodeError
 from tests.faults.harness import ROOT, Cluster, Proc, log
 
-FILLER_BYTES = 512 << 20
+FILLER_BYTES = 2 << 30  # fallocated at once; large against what other writers of the disk change meanwhile
 
 
 @dataclass
@@ -225,7 +225,9 @@ class Nemesis:
         usage = shutil.disk_usage(bp.data_dir)
         threshold = (usage.used + FILLER_BYTES / 2) / usage.total
         lwm = (usage.used + FILLER_BYTES / 4) / usage.total
-        self.cluster.kill(b)
+        # Restarts with another threshold are the harness's means, not the fault: clean ones (a
+        # SIGKILLed bookie's registration lingers for its session timeout).
+        await self.cluster.terminate(b)
         await self.cluster.start_proc(b, ["--bookie-disk-usage-threshold", repr(threshold),
                                           "--bookie-disk-usage-lwm", repr(lwm)])
         filler = bp.data_dir.parent / f"{b.name}.filler"
@@ -240,7 +242,7 @@ class Nemesis:
         if not went:
             self.anomalies.append(f"{b.name} did not turn read-only with its disk full")
         # The low threshold would trip on other writers of this filesystem: back to the default.
-        self.cluster.kill(b)
+        await self.cluster.terminate(b)
         await self.cluster.start_proc(b)
         return (f"{b.name} disk full {held:.1f} s: read-only {'yes' if went else 'NO'}, writable again "
                 f"{'yes' if back else 'no (others wrote to the disk meanwhile)'}; restarted")

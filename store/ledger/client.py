@@ -149,8 +149,16 @@ class LedgerClient:
         return LedgerReader(self._env, md, await bookie_lac(self._env, md))
 
     async def delete(self, ledger_id: int) -> None:
-        """Delete the ledger on every bookie that ever held it (best effort), then its metadata."""
+        """Delete the ledger's metadata, then its copies on every bookie that ever held it (best
+        effort). Metadata first (as BookKeeper): a delete cut short then leaves at worst unnamed
+        copies on bookies, never metadata naming copies that are gone, which auto-recovery's
+        sampled check marks and no worker can ever refill (seen in the fault run: a cursor
+        ledger's bookie copies deleted, its metadata delete lost to a ZooKeeper outage)."""
         md = await self._env.read_metadata(ledger_id)
+        try:
+            await self._env.meta.delete(layout.ledger(ledger_id))
+        except NoNodeError:
+            raise NoSuchLedgerError(f"ledger {ledger_id} does not exist") from None
 
         async def one(addr: str) -> None:
             await asyncio.wait_for(
@@ -161,10 +169,6 @@ class LedgerClient:
         for addr, r in zip(sorted(md.bookies()), results):
             if isinstance(r, BaseException):
                 log.warning("ledger %d: delete on bookie %s failed: %r", ledger_id, addr, r)
-        try:
-            await self._env.meta.delete(layout.ledger(ledger_id))
-        except NoNodeError:
-            raise NoSuchLedgerError(f"ledger {ledger_id} does not exist") from None
 
     @property
     def env(self) -> LedgerEnv:

@@ -15,6 +15,7 @@ from store.ledger import (
     LedgerClient,
     LedgerClosedError,
     LedgerFencedError,
+    NoSuchLedgerError,
     NotEnoughBookiesError,
     ReadBeyondLacError,
 )
@@ -415,4 +416,31 @@ async def test_a_restarted_bookie_is_a_replacement_once_no_other_spare_is_left(m
     assert await w.append(b"b") == 1  # the only candidate left is the restarted one
     assert first in w.metadata.ensembles[-1][1] and second not in w.metadata.ensembles[-1][1]
     await w.close()
+    await lc.close()
+
+
+async def test_a_delete_cut_short_leaves_the_ledger_whole(
+    meta: MetaStore, bookies: MemoryBookies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (fault run): delete removed the bookie copies first, so a metadata delete lost
+    to a ZooKeeper outage left metadata naming copies that were gone; auto-recovery's sampled
+    check marked the ledger and no worker could ever refill it. Metadata goes first now."""
+    lc = _client(meta, bookies)
+    w = await lc.create(3, 3, 2)
+    assert await asyncio.gather(*(w.append(b"%d" % i) for i in range(5))) == list(range(5))
+    await w.close()
+    real_delete = meta.delete
+
+    async def unreachable(*args: object, **kwargs: object) -> None:
+        raise ConnectionError("metadata store unreachable")
+
+    monkeypatch.setattr(meta, "delete", unreachable)
+    with pytest.raises(ConnectionError):
+        await lc.delete(w.ledger_id)
+    monkeypatch.setattr(meta, "delete", real_delete)
+    r = await lc.open(w.ledger_id)
+    assert await r.read(0, 4) == [b"%d" % i for i in range(5)]  # nothing deleted: a retry can finish
+    await lc.delete(w.ledger_id)
+    with pytest.raises(NoSuchLedgerError):
+        await lc.metadata(w.ledger_id)
     await lc.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from store import layout
-from store.meta.api import MetaStore, NoNodeError
+from store.meta.api import MetaStore, NoNodeError, SessionExpiredError
 from store.meta.factory import open_meta
 from tests.support.bookies import BookieProcess
 from tests.support.cluster import GatewayProc
@@ -230,8 +230,7 @@ class Cluster:
                 b = self.bookie(p)
                 b.extra_args = self.bookie_args() + list(extra_args or [])
                 b.spawn()
-                assert self.meta is not None
-                await b.wait_registered(self.meta, within=120.0)
+                await b.wait_registered(await self.live_meta(), within=120.0)
             elif p.kind == "gateway":
                 g = self.gateway(p)
                 g.start()
@@ -271,6 +270,23 @@ class Cluster:
 
     # -- metadata views --------------------------------------------------------------------------
 
+    async def live_meta(self) -> MetaStore:
+        """The harness's metadata-store client, opened again if its session expired (the harness
+        process can be starved past its session timeout on a busy machine, or miss a ZooKeeper
+        outage's end): a dead session must not fail every later fault and check."""
+        assert self.meta is not None
+        try:
+            await asyncio.wait_for(self.meta.exists("/"), META_TIMEOUT)
+            return self.meta
+        except SessionExpiredError:
+            pass
+        log("harness: metadata session expired, opening a new one")
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.meta.close(), META_TIMEOUT)
+        self.meta = open_meta(self.meta_url, session_timeout=10.0)
+        await self.meta.start()
+        return self.meta
+
     async def _meta_call(self, coro: Awaitable[T]) -> T:
         return await asyncio.wait_for(coro, META_TIMEOUT)
 
@@ -278,8 +294,7 @@ class Cluster:
         """(marked under-replicated ledgers, ledgers naming a bookie that is not registered)."""
         from store.recovery import marks
 
-        assert self.meta is not None
-        meta = self.meta
+        meta = await self.live_meta()
         marked = await self._meta_call(marks.marked_ledgers(meta))
         try:
             alive = set(await self._meta_call(meta.children(layout.BOOKIES_AVAILABLE)))
@@ -302,6 +317,5 @@ class Cluster:
     async def recovery_stats(self) -> dict[str, object]:
         from store.recovery import marks
 
-        assert self.meta is not None
-        return dict(await self._meta_call(marks.read_stats(self.meta)))
+        return dict(await self._meta_call(marks.read_stats(await self.live_meta())))
 

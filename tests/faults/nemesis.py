@@ -192,20 +192,20 @@ class Nemesis:
         return f"{b.name} wiped: start refused (exit {code}), formatted (exit {fmt.returncode}), started"
 
     async def _wait_unregistered(self, address: str, within: float) -> None:
-        assert self.cluster.meta is not None
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             try:
-                if await asyncio.wait_for(self.cluster.meta.exists(layout.bookie_available(address)), 10.0) is None:
+                meta = await self.cluster.live_meta()
+                if await asyncio.wait_for(meta.exists(layout.bookie_available(address)), 10.0) is None:
                     return
             except TimeoutError:
                 pass
             await asyncio.sleep(0.5)
 
     async def _read_only(self, address: str) -> bool | None:
-        assert self.cluster.meta is not None
+        meta = await self.cluster.live_meta()
         try:
-            data, _ = await asyncio.wait_for(self.cluster.meta.get(layout.bookie_available(address)), 10.0)
+            data, _ = await asyncio.wait_for(meta.get(layout.bookie_available(address)), 10.0)
         except (NoNodeError, TimeoutError):
             return None
         doc = json.loads(data) if data else {}

@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import logging
 import struct
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coordinator.share.dead_letters import SourceRecord
@@ -22,9 +23,10 @@ from kafka_wire.messages.request_header import RequestHeader
 from kafka_wire.records.batch import InvalidBatch, TimestampType, iter_batches
 
 if TYPE_CHECKING:
+    from gateway.cluster.membership import ClusterView
+    from gateway.cluster.partitions import PartitionManager
     from gateway.partition.log import PartitionLog
-    from gateway.services import GatewayServices
-    from gateway.topics.registry import TopicInfo
+    from gateway.topics.registry import TopicInfo, TopicRegistry
 
 log = logging.getLogger(__name__)
 
@@ -62,37 +64,49 @@ async def read_records(plog: PartitionLog, first: int, last: int) -> list[Source
     return out
 
 
-async def dead_letter_topic(services: GatewayServices, name: str) -> TopicInfo:
+@dataclass(frozen=True)
+class DeadLetterSink:
+    """What appending dead letters uses of a gateway: its topics and partitions, and the cluster
+    view to forward to another owner."""
+
+    topics: TopicRegistry
+    partitions: PartitionManager
+    cluster: ClusterView
+    node_id: int
+    num_partitions: int  # of a dead-letter topic created on demand
+
+
+async def dead_letter_topic(sink: DeadLetterSink, name: str) -> TopicInfo:
     """The topic, created (num.partitions, default configs) if it does not exist."""
-    info = await services.topics.get(name)
+    info = await sink.topics.get(name)
     if info is not None:
         return info
     try:
-        return await services.topics.create(name, services.config.num_partitions, {})
+        return await sink.topics.create(name, sink.num_partitions, {})
     except KafkaApiError as e:
         if e.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
             raise
-    found = await services.topics.get(name)
+    found = await sink.topics.get(name)
     if found is None:
         raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"dead-letter topic {name} vanished")
     return found
 
 
-async def append_dead_letters(services: GatewayServices, name: str, source_partition: int, batch: bytes) -> None:
+async def append_dead_letters(sink: DeadLetterSink, name: str, source_partition: int, batch: bytes) -> None:
     """Append `batch` to the dead-letter topic `name` (partition: the source partition's number
     modulo its partitions); returns once it is durable, raises otherwise."""
-    info = await dead_letter_topic(services, name)
+    info = await dead_letter_topic(sink, name)
     p = source_partition % info.partitions
-    leader = services.cluster.leader_of(info.topic_id, p)
-    if leader is None or leader == services.node_id:
-        _, plog = await TopicCache(services).log(info.name, p)
+    leader = sink.cluster.leader_of(info.topic_id, p)
+    if leader is None or leader == sink.node_id:
+        _, plog = await TopicCache(sink.topics, sink.partitions).log(info.name, p)
         await plog.append(
             bytearray(batch), api_version=PRODUCE_VERSION,
             max_message_bytes=info.config_int("max.message.bytes"),
             log_append_time=info.config("message.timestamp.type") == "LogAppendTime",
         )
         return
-    node = services.cluster.node(leader)
+    node = sink.cluster.node(leader)
     if node is None:
         raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{name}-{p}: owner {leader} unknown")
     await asyncio.wait_for(_produce_to(node.host, node.port, info.name, p, batch), PRODUCE_TIMEOUT_S)

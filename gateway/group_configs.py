@@ -13,7 +13,8 @@ from gateway.topics.describe import ConfigEntry
 from store.meta.api import BadVersionError, NodeExistsError, NoNodeError
 
 if TYPE_CHECKING:
-    from gateway.services import GatewayServices
+    from coordinator.share.config import ShareConfig
+    from store.meta.api import MetaStore
 
 GROUP_CONFIGS_PATH = "/kafka/group-configs"
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"  # KIP-1191, as Kafka 4.4 names them
@@ -75,31 +76,31 @@ def path_of(group_id: str) -> str:
     return f"{GROUP_CONFIGS_PATH}/{group_id.encode().hex()}"
 
 
-async def read_group_configs(services: GatewayServices, group_id: str) -> tuple[dict[str, str], int]:
+async def read_group_configs(meta: MetaStore, group_id: str) -> tuple[dict[str, str], int]:
     """(overrides, node version or -1)."""
     try:
-        data, stat = await services.meta.get(path_of(group_id))
+        data, stat = await meta.get(path_of(group_id))
     except NoNodeError:
         return {}, -1
     return {str(k): str(v) for k, v in json.loads(data or b"{}").items()}, stat.version
 
 
-async def write_group_configs(services: GatewayServices, group_id: str, configs: dict[str, str], version: int) -> None:
+async def write_group_configs(meta: MetaStore, group_id: str, configs: dict[str, str], version: int) -> None:
     """Replace the overrides (compare-and-set on `version`; BadVersionError if it moved)."""
     data = json.dumps(configs, sort_keys=True).encode()
     path = path_of(group_id)
     if version < 0:
         try:
-            await services.meta.create(path, data, make_parents=True)
+            await meta.create(path, data, make_parents=True)
         except NodeExistsError:
             raise BadVersionError(path) from None
     else:
-        await services.meta.set(path, data, version)
+        await meta.set(path, data, version)
 
 
-async def group_config_value(services: GatewayServices, group_id: str, name: str) -> str | None:
+async def group_config_value(meta: MetaStore, group_id: str, name: str) -> str | None:
     """The group's override of `name`, None if not set."""
-    configs, _ = await read_group_configs(services, group_id)
+    configs, _ = await read_group_configs(meta, group_id)
     return configs.get(name)
 
 
@@ -131,9 +132,8 @@ def validate(name: str, value: str) -> str | None:
     return None
 
 
-def _default(services: GatewayServices, d: GroupConfigDef) -> str:
+def _default(share: ShareConfig, d: GroupConfigDef) -> str:
     """A group config's default: the broker setting it defaults to, where there is one."""
-    share = services.config.share
     broker = {
         "share.record.lock.duration.ms": share.record_lock_duration_ms,
         "share.session.timeout.ms": share.session_timeout_ms,
@@ -145,15 +145,16 @@ def _default(services: GatewayServices, d: GroupConfigDef) -> str:
     return str(broker.get(d.name, d.default))
 
 
-async def group_entries(services: GatewayServices, group_id: str) -> list[ConfigEntry]:
-    """DescribeConfigs of the GROUP resource: every group config, the group's value or the default."""
-    overrides, _ = await read_group_configs(services, group_id)
+async def group_entries(meta: MetaStore, share: ShareConfig, group_id: str) -> list[ConfigEntry]:
+    """DescribeConfigs of the GROUP resource: every group config, the group's value or the default
+    (`share`: the broker's group.share.* settings some of them default to)."""
+    overrides, _ = await read_group_configs(meta, group_id)
     out = []
     for name in sorted(GROUP_CONFIG_DEFS):
         d = GROUP_CONFIG_DEFS[name]
         if name in overrides:
             value, source = overrides[name], ConfigSource.DYNAMIC_GROUP_CONFIG
         else:
-            value, source = _default(services, d), ConfigSource.DEFAULT_CONFIG
+            value, source = _default(share, d), ConfigSource.DEFAULT_CONFIG
         out.append(ConfigEntry(name, value, source, False, d.type, d.doc, ()))
     return out

@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gateway.dead_letters import DeadLetterSink
 from gateway.fetch_sessions import FetchSessionCache
+from gateway.shares import SharePartitions
 from kafka_log.txn import TxnVerifier, accept_all
 
 if TYPE_CHECKING:
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
     from gateway.config import GatewayConfig
     from gateway.groups import GroupCoordinators
     from gateway.partition.producer_ids import ProducerIdAllocator
-    from gateway.shares import SharePartitions
     from gateway.topics.registry import TopicRegistry
     from gateway.txns import TxnCoordinators
     from store.ledger.client import LedgerClient
@@ -52,3 +53,10 @@ class GatewayServices:
     offloader: Offloader | None = None  # the offload tier's driver (None: no tier configured)
     txn_verifier: TxnVerifier = accept_all
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+
+    def share_partitions(self) -> SharePartitions:
+        """The process's SharePartitions, made on first use."""
+        if self.shares is None:
+            sink = DeadLetterSink(self.topics, self.partitions, self.cluster, self.node_id, self.config.num_partitions)
+            self.shares = SharePartitions(self.config.share, self.meta, sink)
+        return self.shares

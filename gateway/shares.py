@@ -24,7 +24,7 @@ from coordinator.share.partition import (
     decode_spans,
     encode_spans,
 )
-from gateway.dead_letters import append_dead_letters, read_records
+from gateway.dead_letters import DeadLetterSink, append_dead_letters, read_records
 from gateway.errors import KafkaApiError
 from gateway.group_configs import (
     BACKOFF_MAX,
@@ -42,7 +42,7 @@ from store.managed.position import Position
 
 if TYPE_CHECKING:
     from gateway.partition.log import PartitionLog
-    from gateway.services import GatewayServices
+    from store.meta.api import MetaStore
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +106,14 @@ def next_epoch(epoch: int) -> int:
 class SharePartitions:
     """Every share-partition this gateway serves, and the share sessions."""
 
-    def __init__(self, services: GatewayServices) -> None:
-        self.services = services
-        self.config: ShareConfig = services.config.share
+    def __init__(self, config: ShareConfig, meta: MetaStore, dead_letters: DeadLetterSink) -> None:
+        self.config = config
+        self.meta = meta
+        self.dead_letters = dead_letters
         self._entries: dict[tuple[str, uuid.UUID, int], _Entry] = {}
         self._locks: dict[tuple[str, uuid.UUID, int], asyncio.Lock] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self.publisher = SharePublisher(services.meta)
+        self.publisher = SharePublisher(meta)
 
     async def get(self, group_id: str, plog: PartitionLog, *, create: bool = True) -> SharePartition | None:
         key = (group_id, plog.topic.topic_id, plog.partition)
@@ -177,7 +178,7 @@ class SharePartitions:
 
         async def append(batch: bytes) -> None:
             if sp.config.dlq_topic:  # else the group's DLQ was unset since: archive only
-                await append_dead_letters(self.services, sp.config.dlq_topic, plog.partition, batch)
+                await append_dead_letters(self.dead_letters, sp.config.dlq_topic, plog.partition, batch)
 
         async def read(first: int, last: int) -> list[SourceRecord]:
             return await read_records(plog, first, last)
@@ -194,7 +195,7 @@ class SharePartitions:
 
     async def group_share_config(self, group_id: str) -> ShareConfig:
         """The gateway's share settings with the group's own configs over them."""
-        overrides, _ = await read_group_configs(self.services, group_id)
+        overrides, _ = await read_group_configs(self.meta, group_id)
         out = dataclasses.replace(self.config)
         if "share.auto.offset.reset" in overrides:
             out.auto_offset_reset = overrides["share.auto.offset.reset"].lower()
@@ -265,7 +266,7 @@ class SharePartitions:
 
     async def apply_resets(self, group_id: str, plogs: list[PartitionLog]) -> None:
         """Apply the Alter/DeleteShareGroupOffsets waiting for these owned partitions."""
-        resets = await read_resets(self.services.meta, group_id)
+        resets = await read_resets(self.meta, group_id)
         if not resets:
             return
         done = set()
@@ -289,20 +290,12 @@ class SharePartitions:
                     self.publisher.note(plog, group_id, [spso, plog.high_watermark - spso, 0, 0])
             done.add(rk)
         if done:
-            await clear_resets(self.services.meta, group_id, done)
+            await clear_resets(self.meta, group_id, done)
 
     async def close(self) -> None:
         for key in list(self._entries):
             self._drop(key)
         await self.publisher.close()
-
-
-def share_partitions(services: GatewayServices) -> SharePartitions:
-    """The process's SharePartitions, made on first use."""
-    if services.shares is None:
-        services.shares = SharePartitions(services)
-    assert isinstance(services.shares, SharePartitions)
-    return services.shares
 
 
 class _AckBatch(Protocol):

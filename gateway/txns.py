@@ -99,7 +99,7 @@ class TxnCoordinators(CoordinatorShards[TxnCoordinator]):
         out: dict[TopicPartition, int] = {}
         remote: dict[int, list[TopicPartition]] = defaultdict(list)
         local: list[TopicPartition] = []
-        topics = TopicCache(services)
+        topics = TopicCache(services.topics, services.partitions)
         for tp in markers.partitions:
             topic = await topics.by_name(tp[0])
             if topic is None or not 0 <= tp[1] < topic.partitions:
@@ -111,7 +111,7 @@ class TxnCoordinators(CoordinatorShards[TxnCoordinator]):
             else:
                 local.append(tp)  # ours, or free (taken now if assigned here)
         written, answered = await asyncio.gather(
-            asyncio.gather(*(write_marker(topics, t, p, markers.producer_id, markers.producer_epoch, markers.commit,
+            asyncio.gather(*(write_marker(topics, services.groups, t, p, markers.producer_id, markers.producer_epoch, markers.commit,
                                           markers.coordinator_epoch, max(markers.transaction_version, 1))
                              for t, p in local)),
             asyncio.gather(*(self._remote(node_id, markers, tps) for node_id, tps in remote.items())),

@@ -70,7 +70,7 @@ async def _alter_group(ctx: RequestContext, r: _Resource, validate_only: bool) -
     if validate_only:
         return
     for _ in range(20):
-        current, version = await read_group_configs(ctx.services, r.resource_name)
+        current, version = await read_group_configs(ctx.services.meta, r.resource_name)
         new = dict(current) if incremental else {}
         for op, name, value in ops:
             if op == DELETE:
@@ -78,7 +78,7 @@ async def _alter_group(ctx: RequestContext, r: _Resource, validate_only: bool) -
             elif value is not None:
                 new[name] = value
         try:
-            await write_group_configs(ctx.services, r.resource_name, new, version)
+            await write_group_configs(ctx.services.meta, r.resource_name, new, version)
             return
         except (BadVersionError, NoNodeError):
             continue

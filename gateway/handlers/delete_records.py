@@ -23,6 +23,6 @@ def _failed(p: DeleteRecordsPartition, e: KafkaApiError) -> PartitionResult:
 
 
 async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
-    return DeleteRecordsResponse(topics=await TopicCache(ctx.services).per_partition(
+    return DeleteRecordsResponse(topics=await TopicCache(ctx.services.topics, ctx.services.partitions).per_partition(
         req.topics, lambda t: (t.name, t.partitions), lambda p: p.partition_index, _answer, _failed,
         lambda t, parts: TopicResult(name=t.name, partitions=parts)))

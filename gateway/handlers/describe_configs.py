@@ -43,7 +43,7 @@ async def entries_for(ctx: RequestContext, rtype: int, rname: str) -> list[Confi
         adv = (me.host, me.port) if me is not None else services.config.advertised()
         return broker_entries(services.config, services.node_id, adv)
     if rtype == GROUP:
-        return await group_entries(services, rname)
+        return await group_entries(services.meta, services.config.share, rname)
     raise KafkaApiError(int(ErrorCode.INVALID_REQUEST), f"Unsupported resource type {rtype}")
 
 

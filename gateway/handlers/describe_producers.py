@@ -31,6 +31,6 @@ def _failed(index: int, e: KafkaApiError) -> PartitionResponse:
 async def handle_describe_producers(
     ctx: RequestContext, req: DescribeProducersRequest
 ) -> DescribeProducersResponse:
-    return DescribeProducersResponse(topics=await TopicCache(ctx.services).per_partition(
+    return DescribeProducersResponse(topics=await TopicCache(ctx.services.topics, ctx.services.partitions).per_partition(
         req.topics, lambda t: (t.name, t.partition_indexes), int, _answer, _failed,
         lambda t, parts: TopicResponse(name=t.name, partitions=parts)))

@@ -133,7 +133,7 @@ def _hint(ctx: RequestContext, slots: list[_Slot]) -> list[NodeEndpoint]:
     nodes: dict[int, NodeEndpoint] = {}
     for s in slots:
         if s.out.error_code in _HINTED and s.info is not None:
-            leader, node = leader_hint(ctx.services, s.info.topic_id, s.key[1])
+            leader, node = leader_hint(ctx.services.cluster, ctx.services.partitions, ctx.services.node_id, s.info.topic_id, s.key[1])
             if leader[0] >= 0:
                 s.out.current_leader = leader
             if node is not None:
@@ -194,7 +194,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
         else:
             session, wanted = None, requested  # nothing left: closed, answered sessionless
     slots = [_Slot(k, p) for k, p in wanted]
-    await _resolve(slots, TopicCache(ctx.services))
+    await _resolve(slots, TopicCache(ctx.services.topics, ctx.services.partitions))
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     committed = req.isolation_level == READ_COMMITTED

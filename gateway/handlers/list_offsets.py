@@ -78,6 +78,6 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
     async def answer(p: ListOffsetsPartition, plog: PartitionLog) -> PartitionResponse:
         return await _answer(p, plog, committed)
 
-    return ListOffsetsResponse(topics=await TopicCache(ctx.services).per_partition(
+    return ListOffsetsResponse(topics=await TopicCache(ctx.services.topics, ctx.services.partitions).per_partition(
         req.topics, lambda t: (t.name, t.partitions), lambda p: p.partition_index, answer, _failed,
         lambda t, parts: TopicResponse(name=t.name, partitions=parts)))

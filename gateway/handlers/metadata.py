@@ -32,7 +32,7 @@ def partition_metadata(ctx: RequestContext, info: TopicInfo, p: int) -> Partitio
     """One partition as Metadata reports it: the owner as leader (replicas = isr = [owner]) and
     its leader epoch; LEADER_NOT_AVAILABLE while no gateway owns it. DescribeTopicPartitions
     reports the same."""
-    leader, epoch = current_leader(ctx.services, info.topic_id, p)
+    leader, epoch = current_leader(ctx.services.cluster, ctx.services.partitions, ctx.services.node_id, info.topic_id, p)
     if leader < 0:
         return Partition(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=p,
                          leader_id=-1, replica_nodes=[], isr_nodes=[])

@@ -30,6 +30,6 @@ def _failed(p: OffsetForLeaderPartition, e: KafkaApiError) -> EpochEndOffset:
 async def handle_offset_for_leader_epoch(
     ctx: RequestContext, req: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
-    return OffsetForLeaderEpochResponse(topics=await TopicCache(ctx.services).per_partition(
+    return OffsetForLeaderEpochResponse(topics=await TopicCache(ctx.services.topics, ctx.services.partitions).per_partition(
         req.topics, lambda t: (t.topic, t.partitions), lambda p: p.partition, _answer, _failed,
         lambda t, parts: TopicResult(topic=t.topic, partitions=parts)))

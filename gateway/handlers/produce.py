@@ -124,7 +124,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
     except DecodeError as e:
         raise CloseConnection(f"bad Produce request: {e}") from None
     importing = is_import(ctx.header_tags)
-    topics = TopicCache(ctx.services)
+    topics = TopicCache(ctx.services.topics, ctx.services.partitions)
     # (topic key, partition index) -> settled response or pending append
     slots: list[tuple[str | uuid.UUID, int, PartitionResponse | asyncio.Future[AppendResult]]] = []
     for topic, index, records in req.partitions:
@@ -215,7 +215,7 @@ async def _leader_hints(ctx: RequestContext, topics: TopicCache,
                 info = await topics.get(topic)
             except KafkaApiError:
                 continue
-            (leader, epoch), node = leader_hint(ctx.services, info.topic_id, p.index)
+            (leader, epoch), node = leader_hint(ctx.services.cluster, ctx.services.partitions, ctx.services.node_id, info.topic_id, p.index)
             p.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
             if node is not None:
                 nodes[node.node_id] = ProduceResponse.NodeEndpoint(node_id=node.node_id, host=node.host,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.partition.lookup import TopicCache
-from gateway.shares import FINAL_EPOCH, INITIAL_EPOCH, acknowledge, release_session, share_partitions
+from gateway.shares import FINAL_EPOCH, INITIAL_EPOCH, acknowledge, release_session
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
 
@@ -21,12 +21,12 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
     if req.share_session_epoch == INITIAL_EPOCH:
         return Resp(error_code=ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                     error_message="ShareAcknowledge cannot open a share session")
-    shares = share_partitions(ctx.services)
+    shares = ctx.services.share_partitions()
     try:
         session = shares.session(req.group_id, req.member_id, req.share_session_epoch)
     except KafkaApiError as e:
         return Resp(error_code=e.error_code, error_message=e.message)
-    cache = TopicCache(ctx.services)
+    cache = TopicCache(ctx.services.topics, ctx.services.partitions)
     config = await shares.group_share_config(req.group_id)
     topics = []
     for t in req.topics:

@@ -22,7 +22,6 @@ from gateway.shares import (
     SharePartitions,
     acknowledge,
     release_session,
-    share_partitions,
 )
 from kafka_log.view import batch_offsets
 from kafka_wire.errors import ErrorCode
@@ -77,14 +76,14 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Resp:
         return Resp(error_code=ErrorCode.INVALID_REQUEST, error_message="GroupId must be set")
     if not req.member_id:
         return Resp(error_code=ErrorCode.INVALID_REQUEST, error_message="MemberId must be set")
-    shares = share_partitions(ctx.services)
+    shares = ctx.services.share_partitions()
     group, member = req.group_id, req.member_id
     try:
         session = shares.session(group, member, req.share_session_epoch)
     except KafkaApiError as e:
         return Resp(error_code=e.error_code, error_message=e.message)
     config = await shares.group_share_config(group)
-    cache = TopicCache(ctx.services)
+    cache = TopicCache(ctx.services.topics, ctx.services.partitions)
     parts: dict[tuple[uuid.UUID, int], Resp.PartitionData] = {}
 
     def part(key: tuple[uuid.UUID, int]) -> Resp.PartitionData:
@@ -143,7 +142,7 @@ async def _acquire(
     ctx: RequestContext, req: ShareFetchRequest, keys: list[tuple[uuid.UUID, int]], cache: TopicCache,
     group: str, member: str, part: Callable[[tuple[uuid.UUID, int]], Resp.PartitionData],
 ) -> None:
-    shares = share_partitions(ctx.services)
+    shares = ctx.services.share_partitions()
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF

@@ -17,10 +17,10 @@ PartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
 
 
 async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-    topics = TopicCache(ctx.services)
+    topics = TopicCache(ctx.services.topics, ctx.services.partitions)
     # v1 has no transaction_version field (0): those markers follow TV1's epoch rule
     jobs = [
-        write_marker(topics, t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
+        write_marker(topics, ctx.services.groups, t.name, p, m.producer_id, m.producer_epoch, m.transaction_result,
                      m.coordinator_epoch, max(m.transaction_version, 1))
         for m in req.markers for t in m.topics for p in t.partition_indexes
     ]

@@ -13,11 +13,13 @@ from kafka_log.txn import MarkerWriter
 from kafka_wire.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from gateway.groups import GroupCoordinators
     from gateway.services import GatewayServices
 
 
 async def write_marker(
     topics: TopicCache,
+    groups: GroupCoordinators | None,
     topic: str,
     partition: int,
     producer_id: int,
@@ -33,9 +35,9 @@ async def write_marker(
         await plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, transaction_version)
     except KafkaApiError as e:
         return ErrorCode(e.error_code)
-    if topic == OFFSETS_TOPIC and topics.services.groups is not None:
+    if topic == OFFSETS_TOPIC and groups is not None:
         # the group shard applies (COMMIT) or drops (ABORT) the transaction's pending offsets
-        topics.services.groups.complete_txn_offsets(partition, producer_id, commit)
+        groups.complete_txn_offsets(partition, producer_id, commit)
     return ErrorCode.NONE
 
 
@@ -52,7 +54,7 @@ def marker_writer(services: GatewayServices) -> MarkerWriter:
         /,
         transaction_version: int = 1,
     ) -> ErrorCode:
-        return await write_marker(TopicCache(services), topic, partition, producer_id, producer_epoch, commit,
-                                  coordinator_epoch, transaction_version)
+        return await write_marker(TopicCache(services.topics, services.partitions), services.groups, topic, partition,
+                                  producer_id, producer_epoch, commit, coordinator_epoch, transaction_version)
 
     return write

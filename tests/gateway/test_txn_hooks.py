@@ -63,7 +63,7 @@ def services(p: PartitionLog, verifier: Verifier, *, verify: bool = True) -> Any
         return p
 
     return SimpleNamespace(
-        topics=SimpleNamespace(get=get_topic), partitions=SimpleNamespace(get=get_log),
+        topics=SimpleNamespace(get=get_topic), partitions=SimpleNamespace(get=get_log), groups=None,
         config=SimpleNamespace(transaction_partition_verification=verify), txn_verifier=verifier,
     )
 

@@ -160,7 +160,10 @@ def create_topic(bootstrap: str, partitions: int) -> None:
             raise
 
 
-def produce(bootstrap: str, messages: int, partitions: int) -> tuple[float, list[float]]:
+def produce(
+    bootstrap: str, messages: int, partitions: int, *, extra: dict[str, object] | None = None
+) -> tuple[float, list[float]]:
+    """(seconds, delivery latencies); extra: more producer settings."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -168,6 +171,7 @@ def produce(bootstrap: str, messages: int, partitions: int) -> tuple[float, list
             "linger.ms": 5,
             "queue.buffering.max.messages": 200000,
             "queue.buffering.max.kbytes": 262144,
+            **(extra or {}),
         }
     )
     value = os.urandom(VALUE_SIZE)

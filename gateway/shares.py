@@ -63,16 +63,20 @@ class CursorShareStore:
         self.on_saved = on_saved
 
     async def save(self, spso: int, spans: list[StoredSpan]) -> None:
-        await self.cursor.set_properties({SPSO_PROP: str(spso), SPANS_PROP: encode_spans(spans)})
         if spso >= self.plog.high_watermark:
             pos = self.plog.ml.next_position(self.plog.ml.last_confirmed)
         else:
             pos = await self.plog.position_of(max(spso, self.plog.log_start_offset))
         target = Position(pos.ledger_id, pos.entry_id - 1)
+        props = self.cursor.set_properties({SPSO_PROP: str(spso), SPANS_PROP: encode_spans(spans)})
+        # Started together, the cursor's writer stores both in one record: one ledger write per
+        # save, where awaiting one then the other took two on every ShareFetch and acknowledgement.
         if target > self.cursor.mark_delete:
-            await self.cursor.mark_delete_to(target)
+            await asyncio.gather(props, self.cursor.mark_delete_to(target))
         elif target < self.cursor.mark_delete:
-            await self.cursor.seek(pos)  # moved back (AlterShareGroupOffsets)
+            await asyncio.gather(props, self.cursor.seek(pos))  # moved back (AlterShareGroupOffsets)
+        else:
+            await props
         if self.on_saved is not None:
             self.on_saved()
 

@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from gateway.context import RequestContext
 from gateway.delayed_delivery import DELAY_CONFIG, ENABLE_CONFIG, due_times
@@ -27,9 +28,14 @@ from kafka_log.view import batch_offsets
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
 
+if TYPE_CHECKING:
+    from coordinator.share.partition import SharePartition
+    from gateway.partition.log import PartitionLog
+
 Resp = ShareFetchResponse
 log = logging.getLogger(__name__)
 DEFAULT_MAX_RECORDS = 500
+READ_CHUNK = 1 << 20  # a share fetch's first read of a partition, doubling while records are wanted
 _BATCH_HEADER = 61
 _LEN_AT = 8
 _ATTRIBUTES_AT = 21  # v2 batch header: base offset 8, length 4, epoch 4, magic 1, crc 4
@@ -138,6 +144,43 @@ async def _apply_resets(
         log.warning("share group %s: offset resets not applied: %r", group, e)
 
 
+async def _read_and_acquire(
+    plog: PartitionLog, sp: SharePartition, member: str, want: int, max_bytes: int, min_one: bool
+) -> tuple[list[tuple[int, int, bytes | memoryview]], list[tuple[int, int, int]], bool]:
+    """Read from the share-partition's fetch start and acquire, until `want` records, the end of
+    the readable log, the in-flight limit or `max_bytes`: (batches read, acquired runs, whether
+    nothing was acquired but delayed records were held back: reading on finds more). Read in
+    chunks that grow from READ_CHUNK, not `max_bytes` at once: clients ask for up to 50 MB
+    (fetch.max.bytes) to get a few hundred records, and every fetch would read and scan it all."""
+    committed = sp.config.read_committed
+    end = plog.last_stable_offset if committed else plog.high_watermark
+    start, chunk, left = sp.fetch_start(), READ_CHUNK, max_bytes
+    batches: list[tuple[int, int, bytes | memoryview]] = []
+    runs: list[tuple[int, int, int]] = []
+    got, end_before, delaying = 0, sp.end, False
+    delay_ms, enabled = plog.topic.config_int(DELAY_CONFIG), plog.topic.config(ENABLE_CONFIG) == "true"
+    while got < want and start < end and left > 0:
+        size, first = min(chunk, left), min_one and not runs
+        if committed:
+            bufs, aborted = await plog.read_committed(start, size, min_one=first)
+        else:
+            bufs, aborted = await plog.read(start, size, min_one=first), None
+        found, skip = _whole_batches(bufs, aborted)
+        if not found:
+            break
+        due = due_times(delay_ms, enabled, found)
+        delaying = delaying or due is not None
+        new = sp.acquire(member, [(b, la) for b, la, _ in found], want - got, skip, due)
+        got += sum(la - f + 1 for f, la, _ in new)
+        runs += new
+        batches += found
+        left -= sum(len(d) for _, _, d in found)
+        if sp.end <= found[-1][1]:
+            break  # acquisition stopped inside what was read (max records or the in-flight limit)
+        start, chunk = found[-1][1] + 1, chunk * 2
+    return batches, runs, delaying and not runs and sp.end > end_before
+
+
 async def _acquire(
     ctx: RequestContext, req: ShareFetchRequest, keys: list[tuple[uuid.UUID, int]], cache: TopicCache,
     group: str, member: str, part: Callable[[tuple[uuid.UUID, int]], Resp.PartitionData],
@@ -162,25 +205,18 @@ async def _acquire(
             if got >= max_records or remaining_bytes <= 0:
                 continue
             sp.skip_to(plog.log_start_offset)
-            committed = sp.config.read_committed
-            if not sp.has_available(plog.last_stable_offset if committed else plog.high_watermark):
+            if not sp.has_available(plog.last_stable_offset if sp.config.read_committed else plog.high_watermark):
                 continue
             try:
-                if committed:
-                    bufs, aborted = await plog.read_committed(sp.fetch_start(), remaining_bytes, min_one=got == 0)
-                else:
-                    bufs, aborted = await plog.read(sp.fetch_start(), remaining_bytes, min_one=got == 0), None
+                batches, runs, held = await _read_and_acquire(plog, sp, member, max_records - got, remaining_bytes,
+                                                              got == 0)
             except KafkaApiError as e:
                 pd = part(key)
                 pd.error_code, pd.error_message = e.error_code, e.message
                 continue
-            batches, skip = _whole_batches(bufs, aborted)
-            due = due_times(plog.topic.config_int(DELAY_CONFIG), plog.topic.config(ENABLE_CONFIG) == "true", batches)
-            end_before = sp.end
-            runs = sp.acquire(member, [(b, la) for b, la, _ in batches], max_records - got, skip, due)
             if not runs:
                 # Only held-back records so far: read on at once rather than wait for a wake.
-                more = more or (due is not None and sp.end > end_before)
+                more = more or held
                 continue
             try:
                 await sp.persist()  # the delivery counts survive a takeover

@@ -18,7 +18,7 @@ public final class Harness {
 
     public static void main(String[] argv) throws Exception {
         if (argv.length < 1) {
-            System.err.println("usage: Harness produce|consume|checksum|groups|admin|cluster-ops|share|share-describe|txn key=value...");
+            System.err.println("usage: Harness produce|consume|checksum|groups|admin|cluster-ops|share|share-describe|share-bench|share-redelivery|txn key=value...");
             System.exit(2);
         }
         Map<String, String> args = new HashMap<>();
@@ -37,6 +37,8 @@ public final class Harness {
                 case "cluster-ops" -> ClusterOpsCommand.run(new Args(args));
                 case "share" -> ShareCommand.run(new Args(args));
                 case "share-describe" -> ShareCommand.describe(new Args(args));
+                case "share-bench" -> ShareCommand.bench(new Args(args));
+                case "share-redelivery" -> ShareCommand.redelivery(new Args(args));
                 case "txn" -> TxnCommand.run(new Args(args));
                 default -> throw new IllegalArgumentException("unknown command " + argv[0]);
             }

@@ -103,6 +103,104 @@ final class ShareCommand {
         }
     }
 
+    /**
+     * Throughput (bench/share_groups.py): `consumers` KafkaShareConsumers (implicit acks) that each
+     * spend `work_us` per record, until `count` distinct offsets were delivered. Prints one
+     * "throughput" event: distinct records, deliveries, ms from the first delivery to the last.
+     */
+    static void bench(Harness.Args a) throws Exception {
+        String bootstrap = a.str("bootstrap");
+        String group = a.str("group");
+        String topic = a.str("topic");
+        if (!a.str("reset", "").isEmpty()) setReset(bootstrap, group, a.str("reset"));
+        int consumers = a.integer("consumers", 1);
+        int maxPoll = a.integer("max_poll", 500);
+        int count = a.integer("count");
+        long workNs = a.integer("work_us", 1000) * 1000L;
+        long deadline = System.currentTimeMillis() + a.integer("timeout.ms", 600000);
+        Set<Long> seen = ConcurrentHashMap.newKeySet();
+        java.util.concurrent.atomic.AtomicInteger delivered = new java.util.concurrent.atomic.AtomicInteger();
+        java.util.concurrent.atomic.AtomicLong first = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong last = new java.util.concurrent.atomic.AtomicLong();
+        AtomicBoolean stop = new AtomicBoolean();
+        List<Thread> threads = new ArrayList<>();
+        List<Throwable> failures = new ArrayList<>();
+        for (int i = 0; i < consumers; i++) {
+            String name = "c" + i;
+            Thread t = new Thread(() -> {
+                try (KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(props(bootstrap, group, "implicit", name, maxPoll))) {
+                    c.subscribe(List.of(topic));
+                    while (!stop.get() && System.currentTimeMillis() < deadline) {
+                        var records = c.poll(Duration.ofMillis(200));
+                        for (ConsumerRecord<String, String> r : records) {
+                            first.compareAndSet(0, System.nanoTime());
+                            // The per-record work: parked, not spinning (the machine is shared).
+                            long until = System.nanoTime() + workNs;
+                            for (long left = workNs; left > 0; left = until - System.nanoTime()) {
+                                java.util.concurrent.locks.LockSupport.parkNanos(left);
+                            }
+                            delivered.incrementAndGet();
+                            if (seen.add(r.offset()) && seen.size() >= count) {
+                                last.compareAndSet(0, System.nanoTime());
+                                stop.set(true);
+                            }
+                        }
+                    }
+                } catch (Throwable e) {
+                    synchronized (failures) {
+                        failures.add(e);
+                    }
+                    stop.set(true);
+                }
+            }, name);
+            threads.add(t);
+            t.start();
+        }
+        for (Thread t : threads) t.join();
+        if (!failures.isEmpty()) throw new RuntimeException(failures.get(0));
+        if (seen.size() < count) throw new IllegalStateException("delivered " + seen.size() + " of " + count + " before the deadline");
+        Harness.emit("throughput", "records", seen.size(), "deliveries", delivered.get(),
+                "elapsed_ms", (last.get() - first.get()) / 1e6);
+    }
+
+    /**
+     * Ack-to-redelivery latency (bench/share_groups.py): one explicit-mode consumer RELEASEs every
+     * first delivery (commitSync sends the acknowledgements) and ACCEPTs the second; for each
+     * record, the ms from the RELEASE being sent to the record coming back. `count` records.
+     */
+    static void redelivery(Harness.Args a) throws Exception {
+        String bootstrap = a.str("bootstrap");
+        String group = a.str("group");
+        String topic = a.str("topic");
+        if (!a.str("reset", "").isEmpty()) setReset(bootstrap, group, a.str("reset"));
+        int count = a.integer("count");
+        long deadline = System.currentTimeMillis() + a.integer("timeout.ms", 120000);
+        Map<Long, Long> released = new java.util.HashMap<>();
+        List<Double> latencies = new ArrayList<>();
+        try (KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(props(bootstrap, group, "explicit", "r", a.integer("max_poll", 10)))) {
+            c.subscribe(List.of(topic));
+            while (latencies.size() < count && System.currentTimeMillis() < deadline) {
+                var records = c.poll(Duration.ofMillis(200));
+                long now = System.nanoTime();
+                List<Long> fresh = new ArrayList<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    Long sent = released.remove(r.offset());
+                    if (sent != null) latencies.add((now - sent) / 1e6);
+                    if (sent == null && r.deliveryCount().map(Short::intValue).orElse(1) == 1) {
+                        c.acknowledge(r, AcknowledgeType.RELEASE);
+                        fresh.add(r.offset());
+                    } else {
+                        c.acknowledge(r, AcknowledgeType.ACCEPT);
+                    }
+                }
+                long sent = System.nanoTime();
+                if (!records.isEmpty()) c.commitSync();
+                for (Long o : fresh) released.put(o, sent);
+            }
+        }
+        Harness.emit("redelivery", "latencies_ms", latencies);
+    }
+
     /** The group as Admin sees it: listGroups(type share) and describeShareGroups. */
     static void describe(Harness.Args a) throws Exception {
         Properties p = new Properties();

@@ -226,7 +226,7 @@ class PartitionLog(PartitionFetch):
 
     @property
     def serving(self) -> bool:
-        return not (self._lost or self._closing or self.ml.fenced)
+        return not (self._lost or self._closing or not self.ml.active)
 
     def update_topic(self, topic: TopicInfo) -> None:
         """Apply changed topic configs (segment.*, retention.*, min.insync.replicas) to the log."""
@@ -256,7 +256,10 @@ class PartitionLog(PartitionFetch):
                 log.exception("lost listener failed")
 
     def _check_serving(self) -> None:
-        if self._lost or self._closing or self.ml.fenced:
+        # Any write failure ends serving at once, not only a fence: while the log checks
+        # whether it was taken over (ZooKeeper may be unreachable for seconds), an append
+        # here would advance the producer state past offsets that are never written.
+        if self._lost or self._closing or not self.ml.active:
             raise _not_leader(f"partition {self.topic.name}-{self.partition} is not served here any more")
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
@@ -424,6 +427,9 @@ class PartitionLog(PartitionFetch):
         pending = self._pending.get(dup.first_offset)
         if pending is not None:
             return pending
+        if dup.last_offset >= self._hw:
+            # neither in flight nor confirmed: its append failed, its offsets hold nothing
+            raise _not_leader(f"partition {self.topic.name}-{self.partition}: the original append failed")
         out: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         out.set_result(AppendResult(dup.first_offset, -1, self.log_start_offset))
         return out

@@ -18,6 +18,7 @@ from kafka_log.index import P_COUNT, P_FIRST
 from kafka_log.view import batch_offsets
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import NewRecord, RecordBatch, TimestampType, build_batch, iter_batches
+from store.ledger.errors import LedgerError
 from store.managed.metadata import LedgerInfo
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
@@ -433,3 +434,46 @@ def test_clear_producer_keeps_the_batch_valid() -> None:
     assert b.clear_producer() and not b.clear_producer()
     assert b.validate(from_client=False)[9:12] == (-1, -1, -1)
     assert [r.key for r in b.records()] == [b"k0", b"k1"]
+
+
+async def test_a_resent_batch_whose_append_failed_is_not_acknowledged(meta: MetaStore) -> None:
+    """Fault run (seed 7, chaos-2): a write failure (an ensemble change that could not reach
+    ZooKeeper) left the handle serving while it verified its ownership, and the producer's
+    resends of the failed batches were answered as duplicates with offsets never written:
+    1521 acknowledged records lost. A failed append must never be acknowledged."""
+    client = FakeLedgerClient()
+    p = await open_log(meta, client)
+    assert await produce(p, batch(2, pid=42, epoch=0, seq=0)) == 0
+    # the ownership check after the failure cannot finish (ZooKeeper unreachable)
+    unreachable = asyncio.Event()
+
+    async def verify_blocked(ledger_id: int) -> None:
+        await unreachable.wait()
+
+    p.ml._verify_ownership = verify_blocked  # type: ignore[method-assign]
+    writer = p.ml._writer
+    assert writer is not None
+
+    def failing_append(payload: bytes) -> asyncio.Future[int]:
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        fut.set_exception(LedgerError("ensemble change failed: ZooKeeper unreachable"))
+        return fut
+
+    writer.append = failing_append  # type: ignore[method-assign]
+
+    async def err(data: bytearray) -> int:
+        with pytest.raises(KafkaApiError) as ei:
+            await produce(p, data)
+        return ei.value.error_code
+
+    assert await err(batch(2, pid=42, epoch=0, seq=2)) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # the producer resends the same batch: still an error (retriable), never its offset
+    assert await err(batch(2, pid=42, epoch=0, seq=2)) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p.high_watermark == 2
+    unreachable.set()
+    # the next owner has the two records and takes the resend as new
+    p2 = await open_log(meta, client)
+    assert p2.high_watermark == 2
+    assert await produce(p2, batch(2, pid=42, epoch=0, seq=2)) == 2
+    assert offsets_of(await p2.read(0, 1 << 20)) == [0, 1, 2, 3]
+    await p2.close()

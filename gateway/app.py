@@ -96,9 +96,9 @@ async def run_gateway(
         # reach the cursors of partitions this gateway owns even if it coordinates no group.
         services.groups = GroupCoordinators(services)
         services.groups.start()
-        services.txns = TxnCoordinators(services)
+        services.txns = TxnCoordinators(services, services.groups)
         services.txns.start()
-        services.txn_verifier = txn_verifier(services)
+        services.txn_verifier = txn_verifier(services.txns, node_id)
         server = GatewayServer(services)
         await server.start(sock)
         log.info("gateway %d serving on %s:%d (advertised %s:%d)", node_id, config.listen_host, server.port,

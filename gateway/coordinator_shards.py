@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from gateway.cluster.membership import GatewayNode
+    from gateway.host import GatewayHost
     from gateway.partition.log import PartitionLog
-    from gateway.services import GatewayServices
     from gateway.topics.registry import TopicInfo
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class CoordinatorShards(Generic[C]):
     topic_name: str
     what: str  # "group", "transaction": for messages
 
-    def __init__(self, services: GatewayServices, partitions: int, topic_configs: dict[str, str | None],
+    def __init__(self, services: GatewayHost, partitions: int, topic_configs: dict[str, str | None],
                  load_wait_s: float) -> None:
         self.services = services
         self.partitions = partitions

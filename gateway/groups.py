@@ -26,8 +26,8 @@ from store.managed.position import Position
 from store.metrics import InstanceCollector
 
 if TYPE_CHECKING:
+    from gateway.host import GatewayHost
     from gateway.partition.log import PartitionLog
-    from gateway.services import GatewayServices
     from gateway.topics.registry import TopicInfo
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ CURSOR_INTERVAL_S = 2.0  # committed offsets reach the partitions' cursors withi
 # offsets.topic.segment.bytes.
 OFFSETS_TOPIC_CONFIGS: dict[str, str | None] = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
-def group_config(services: GatewayServices) -> GroupConfig:
+def group_config(services: GatewayHost) -> GroupConfig:
     """GroupConfig: the gateway's config (the group.* settings and offsets_topic_partitions,
     which the `quire` command resolves from flags, QUIRE_* variables and the config file), else
     Kafka's defaults."""
@@ -71,7 +71,7 @@ class GroupCoordinators(CoordinatorShards[GroupCoordinator]):
     topic_name = OFFSETS_TOPIC
     what = "group"
 
-    def __init__(self, services: GatewayServices) -> None:
+    def __init__(self, services: GatewayHost) -> None:
         self.config = group_config(services)
         super().__init__(services, self.config.offsets_topic_partitions, OFFSETS_TOPIC_CONFIGS,
                          self.config.load_wait_s)
@@ -150,16 +150,6 @@ class GroupCoordinators(CoordinatorShards[GroupCoordinator]):
             with contextlib.suppress(BaseException):
                 await self._cursor_task
         await self.close_shards()
-
-
-def coordinators(services: GatewayServices) -> GroupCoordinators:
-    """The process's GroupCoordinators: made and started with the gateway (gateway/app.py), or
-    on first use when services were assembled without them (in-process tests)."""
-    if services.groups is None:
-        services.groups = GroupCoordinators(services)
-        services.groups.start()
-    assert isinstance(services.groups, GroupCoordinators)
-    return services.groups
 
 
 def _group_metrics(sources: list[GroupCoordinators]) -> Iterable[Metric]:

@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 
 from gateway.dead_letters import DeadLetterSink
 from gateway.fetch_sessions import FetchSessionCache
+from gateway.groups import GroupCoordinators
 from gateway.shares import SharePartitions
+from gateway.txns import TxnCoordinators
 from kafka_log.txn import TxnVerifier, accept_all
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import ClusterView
     from gateway.cluster.partitions import PartitionManager
     from gateway.config import GatewayConfig
-    from gateway.groups import GroupCoordinators
     from gateway.partition.producer_ids import ProducerIdAllocator
     from gateway.topics.registry import TopicRegistry
-    from gateway.txns import TxnCoordinators
     from store.ledger.client import LedgerClient
     from store.meta.api import MetaStore
     from store.offload.offloader import Offloader
@@ -53,6 +53,21 @@ class GatewayServices:
     offloader: Offloader | None = None  # the offload tier's driver (None: no tier configured)
     txn_verifier: TxnVerifier = accept_all
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+
+    def group_coordinators(self) -> GroupCoordinators:
+        """The process's GroupCoordinators: made and started with the gateway (gateway/app.py), or
+        on first use when services were assembled without them (in-process tests)."""
+        if self.groups is None:
+            self.groups = GroupCoordinators(self)
+            self.groups.start()
+        return self.groups
+
+    def txn_coordinators(self) -> TxnCoordinators:
+        """The process's TxnCoordinators, made like group_coordinators()."""
+        if self.txns is None:
+            self.txns = TxnCoordinators(self, self.group_coordinators())
+            self.txns.start()
+        return self.txns
 
     def share_partitions(self) -> SharePartitions:
         """The process's SharePartitions, made on first use."""

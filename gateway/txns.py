@@ -27,8 +27,9 @@ from kafka_wire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteT
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import GatewayNode
+    from gateway.groups import GroupCoordinators
+    from gateway.host import GatewayHost
     from gateway.partition.log import PartitionLog
-    from gateway.services import GatewayServices
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,9 @@ class TxnCoordinators(CoordinatorShards[TxnCoordinator]):
     topic_name = TRANSACTION_STATE_TOPIC
     what = "transaction"
 
-    def __init__(self, services: GatewayServices) -> None:
+    def __init__(self, services: GatewayHost, groups: GroupCoordinators | None) -> None:
         self.config: TxnConfig = services.config.txn
+        self.groups = groups  # the group shards, told of markers landing on __consumer_offsets
         super().__init__(services, self.config.state_log_num_partitions, txn_topic_configs(self.config),
                          self.config.load_wait_s)
         self.peers = PeerClients()
@@ -111,7 +113,7 @@ class TxnCoordinators(CoordinatorShards[TxnCoordinator]):
             else:
                 local.append(tp)  # ours, or free (taken now if assigned here)
         written, answered = await asyncio.gather(
-            asyncio.gather(*(write_marker(topics, services.groups, t, p, markers.producer_id, markers.producer_epoch, markers.commit,
+            asyncio.gather(*(write_marker(topics, self.groups, t, p, markers.producer_id, markers.producer_epoch, markers.commit,
                                           markers.coordinator_epoch, max(markers.transaction_version, 1))
                              for t, p in local)),
             asyncio.gather(*(self._remote(node_id, markers, tps) for node_id, tps in remote.items())),
@@ -152,21 +154,11 @@ class TxnCoordinators(CoordinatorShards[TxnCoordinator]):
         return out
 
 
-def txn_coordinators(services: GatewayServices) -> TxnCoordinators:
-    """The process's TxnCoordinators: made and started with the gateway (gateway/app.py), or
-    on first use when services were assembled without them (in-process tests)."""
-    if services.txns is None:
-        services.txns = TxnCoordinators(services)
-        services.txns.start()
-    assert isinstance(services.txns, TxnCoordinators)
-    return services.txns
-
-
 ADD_PARTITIONS_BROKER_VERSION = 5  # the partition owner's form (KIP-890): verify-only or implicit add
 
 
 async def check_partitions_in_txn(
-    services: GatewayServices, transactional_id: str, producer_id: int, producer_epoch: int,
+    txns: TxnCoordinators, node_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
     partitions: set[TopicPartition], *, add: bool = False,
 ) -> dict[TopicPartition, int]:
     """Ask the transaction's coordinator whether `partitions` are in the producer's open
@@ -174,12 +166,11 @@ async def check_partitions_in_txn(
     2's implicit add on produce). In process when this gateway coordinates the transaction,
     else AddPartitionsToTxn v5 to the coordinator; a coordinator that cannot be reached gives
     COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR (retriable for the producer)."""
-    txns = txn_coordinators(services)
     try:
         node = await txns.find(transactional_id)
     except KafkaApiError as e:
         return dict.fromkeys(partitions, e.error_code)
-    if node.node_id == services.node_id:
+    if node.node_id == node_id:
         try:
             c = await txns.coordinator_for(transactional_id)
         except KafkaApiError as e:
@@ -212,13 +203,13 @@ async def check_partitions_in_txn(
     return out
 
 
-def txn_verifier(services: GatewayServices) -> TxnVerifier:
+def txn_verifier(txns: TxnCoordinators, node_id: int) -> TxnVerifier:
     """The produce path's TxnVerifier (kafka_log/txn.py) over this gateway's coordinators."""
 
     async def verify(transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int,
                      add_partition: bool) -> ErrorCode:
         tp = (topic, partition)
-        codes = await check_partitions_in_txn(services, transactional_id, producer_id, producer_epoch, {tp},
+        codes = await check_partitions_in_txn(txns, node_id, transactional_id, producer_id, producer_epoch, {tp},
                                               add=add_partition)
         return ErrorCode(codes[tp])
 

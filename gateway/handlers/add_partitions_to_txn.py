@@ -7,7 +7,6 @@ from __future__ import annotations
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.init_producer_id import fenced_code
-from gateway.txns import txn_coordinators
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
@@ -36,7 +35,7 @@ async def _one(ctx: RequestContext, txn: Txn, *, from_broker: bool) -> dict[tupl
         return {tp: unknown.get(tp, int(ErrorCode.OPERATION_NOT_ATTEMPTED)) for tp in wanted}
     tid = txn.transactional_id
     try:
-        coord = await txn_coordinators(ctx.services).coordinator_for(tid)
+        coord = await ctx.services.txn_coordinators().coordinator_for(tid)
     except KafkaApiError as e:
         return dict.fromkeys(wanted, e.error_code)
     if txn.verify_only:

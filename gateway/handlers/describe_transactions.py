@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.txns import txn_coordinators
 from kafka_wire.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
@@ -21,7 +20,7 @@ async def describe_transactions(
     out = []
     for tid in req.transactional_ids:
         try:
-            d = (await txn_coordinators(ctx.services).coordinator_for(tid)).describe(tid)
+            d = (await ctx.services.txn_coordinators().coordinator_for(tid)).describe(tid)
         except KafkaApiError as e:
             out.append(State(error_code=e.error_code, transactional_id=tid))
             continue

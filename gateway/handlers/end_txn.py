@@ -6,14 +6,13 @@ from __future__ import annotations
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.init_producer_id import fenced_code
-from gateway.txns import txn_coordinators
 from kafka_wire.messages.end_txn import EndTxnRequest, EndTxnResponse
 
 
 async def end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     v = ctx.api_version
     try:
-        coord = await txn_coordinators(ctx.services).coordinator_for(req.transactional_id)
+        coord = await ctx.services.txn_coordinators().coordinator_for(req.transactional_id)
         r = await coord.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
                                 tv2=v >= 5)
         err, pid, epoch = r.error, r.producer_id, r.producer_epoch

@@ -10,8 +10,6 @@ import uuid
 from gateway.cluster.membership import GatewayNode
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.groups import coordinators
-from gateway.txns import txn_coordinators
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
@@ -54,9 +52,9 @@ async def _one(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         if key_type == KEY_SHARE:
             node = await _share_state_owner(ctx, key)
         elif key_type == KEY_TRANSACTION:
-            node = await txn_coordinators(ctx.services).find(key)
+            node = await ctx.services.txn_coordinators().find(key)
         else:
-            node = await coordinators(ctx.services).find(key)
+            node = await ctx.services.group_coordinators().find(key)
     except KafkaApiError as e:
         return fail(e.error_code, e.message or str(e))
     return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=0, error_message=None)

@@ -11,11 +11,10 @@ from typing import Protocol, TypeVar
 
 from coordinator.group.coordinator import GroupCoordinator
 from gateway.context import RequestContext
-from gateway.groups import coordinators
 
 
 async def group_coordinator(ctx: RequestContext, group_id: str) -> GroupCoordinator:
-    return await coordinators(ctx.services).coordinator_for(group_id)
+    return await ctx.services.group_coordinators().coordinator_for(group_id)
 
 
 def client_host(ctx: RequestContext) -> str:

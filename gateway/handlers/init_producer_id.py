@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.txns import txn_coordinators
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
@@ -32,7 +31,7 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
     try:
         if not tid:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, "empty transactional id")
-        coord = await txn_coordinators(ctx.services).coordinator_for(tid)
+        coord = await ctx.services.txn_coordinators().coordinator_for(tid)
         r = await coord.init_producer_id(tid, req.transaction_timeout_ms, pid, epoch)
         error, pid, epoch = r.error, r.producer_id, r.producer_epoch
     except KafkaApiError as e:

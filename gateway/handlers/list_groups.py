@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.groups import coordinators
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 
@@ -17,7 +16,7 @@ async def list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroups
     states = list(req.states_filter) if v >= 4 and req.states_filter else None
     types = list(req.types_filter) if v >= 5 and req.types_filter else None
     try:
-        shards = await coordinators(ctx.services).owned_coordinators()
+        shards = await ctx.services.group_coordinators().owned_coordinators()
     except KafkaApiError as e:
         return ListGroupsResponse(error_code=e.error_code)
     if shards is None:

@@ -8,7 +8,6 @@ import re
 from coordinator.txn.state import TxnState
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.txns import txn_coordinators
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
 
@@ -26,7 +25,7 @@ async def list_transactions(ctx: RequestContext, req: ListTransactionsRequest) -
         except re.error:
             return ListTransactionsResponse(error_code=int(ErrorCode.INVALID_REGULAR_EXPRESSION))
     try:
-        shards = await txn_coordinators(ctx.services).owned_coordinators()
+        shards = await ctx.services.txn_coordinators().owned_coordinators()
     except KafkaApiError as e:
         return ListTransactionsResponse(error_code=e.error_code)
     if shards is None:

@@ -11,7 +11,6 @@ import time
 from coordinator.group.group import OffsetAndMetadata
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.groups import coordinators
 from gateway.handlers.group_lookup import errors_by_topic, group_coordinator, partition_exists
 from gateway.handlers.init_producer_id import fenced_code
 from gateway.txns import check_partitions_in_txn
@@ -43,12 +42,12 @@ async def txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) ->
     if wanted:
         try:
             coord = await group_coordinator(ctx, req.group_id)
-            groups = coordinators(ctx.services)
+            groups = ctx.services.group_coordinators()
             topic = await groups.offsets_topic()
             offsets_tp = (topic.name, groups.shard_of(req.group_id, topic))
             # v5 is transaction version 2's: the offsets partition is added here, not by AddOffsetsToTxn
             verified = await check_partitions_in_txn(
-                ctx.services, req.transactional_id, req.producer_id, req.producer_epoch, {offsets_tp}, add=v >= 5
+                ctx.services.txn_coordinators(), ctx.services.node_id, req.transactional_id, req.producer_id, req.producer_epoch, {offsets_tp}, add=v >= 5
             )
             err = verified[offsets_tp]
             if err == ErrorCode.PRODUCER_FENCED:

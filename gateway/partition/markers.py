@@ -1,6 +1,6 @@
 """Transaction markers on the partitions this gateway owns: the one code path behind the
 WriteTxnMarkers API and the in-process calls of a transaction coordinator running here (which
-gets `marker_writer(services)` injected: coordinator/ never imports gateway/)."""
+gets `marker_writer(...)` injected: coordinator/ never imports gateway/)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from kafka_log.txn import MarkerWriter
 from kafka_wire.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from gateway.cluster.partitions import PartitionManager
     from gateway.groups import GroupCoordinators
-    from gateway.services import GatewayServices
+    from gateway.topics.registry import TopicRegistry
 
 
 async def write_marker(
@@ -41,7 +42,9 @@ async def write_marker(
     return ErrorCode.NONE
 
 
-def marker_writer(services: GatewayServices) -> MarkerWriter:
+def marker_writer(
+    topics: TopicRegistry, partitions: PartitionManager, groups: GroupCoordinators | None
+) -> MarkerWriter:
     """The MarkerWriter (kafka_log/txn.py) of this gateway's partitions."""
 
     async def write(
@@ -54,7 +57,7 @@ def marker_writer(services: GatewayServices) -> MarkerWriter:
         /,
         transaction_version: int = 1,
     ) -> ErrorCode:
-        return await write_marker(TopicCache(services.topics, services.partitions), services.groups, topic, partition,
+        return await write_marker(TopicCache(topics, partitions), groups, topic, partition,
                                   producer_id, producer_epoch, commit, coordinator_epoch, transaction_version)
 
     return write

@@ -122,7 +122,8 @@ async def test_verification_can_be_disabled(plog: PartitionLog) -> None:
 
 
 async def test_marker_writer(plog: PartitionLog) -> None:
-    write: MarkerWriter = marker_writer(services(plog, Verifier()))
+    svc = services(plog, Verifier())
+    write: MarkerWriter = marker_writer(svc.topics, svc.partitions, svc.groups)
     assert await produce(services(plog, Verifier()), tbatch(2, pid=5, seq=0)) == (0, 0)
     assert plog.last_stable_offset == 0
     assert await write("t", 0, 5, 0, False, 3) == ErrorCode.NONE  # durable on return

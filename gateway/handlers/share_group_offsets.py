@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import uuid
 
-from coordinator.group.coordinator import GroupCoordinator
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.group_lookup import group_coordinator
@@ -36,8 +35,12 @@ from kafka_wire.messages.describe_share_group_offsets import (
 DResp = DescribeShareGroupOffsetsResponse
 
 
-def _empty_share_group(coord: GroupCoordinator, group_id: str) -> tuple[int, str | None]:
-    """(error, message) unless the group may have its offsets changed."""
+async def _empty_share_group(ctx: RequestContext, group_id: str) -> tuple[int, str | None]:
+    """(error, message) unless the group may have its offsets changed (Alter/Delete)."""
+    try:
+        coord = await group_coordinator(ctx, group_id)
+    except KafkaApiError as e:
+        return e.error_code, e.message
     if group_id in coord.groups:
         return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
     sg = coord.share_groups.get(group_id)
@@ -109,11 +112,7 @@ async def alter_share_group_offsets(
     ctx: RequestContext, req: AlterShareGroupOffsetsRequest
 ) -> AlterShareGroupOffsetsResponse:
     R = AlterShareGroupOffsetsResponse
-    try:
-        coord = await group_coordinator(ctx, req.group_id)
-    except KafkaApiError as e:
-        return R(error_code=e.error_code, error_message=e.message)
-    err, msg = _empty_share_group(coord, req.group_id)
+    err, msg = await _empty_share_group(ctx, req.group_id)
     if err:
         return R(error_code=err, error_message=msg)
     resets: dict[str, int] = {}
@@ -144,11 +143,7 @@ async def delete_share_group_offsets(
     ctx: RequestContext, req: DeleteShareGroupOffsetsRequest
 ) -> DeleteShareGroupOffsetsResponse:
     R = DeleteShareGroupOffsetsResponse
-    try:
-        coord = await group_coordinator(ctx, req.group_id)
-    except KafkaApiError as e:
-        return R(error_code=e.error_code, error_message=e.message)
-    err, msg = _empty_share_group(coord, req.group_id)
+    err, msg = await _empty_share_group(ctx, req.group_id)
     if err:
         return R(error_code=err, error_message=msg)
     resets: dict[str, int] = {}

@@ -23,7 +23,7 @@ from kafka_wire.records import iter_batches
 from kafka_wire.records.builder import NewRecord, build_batch
 from tests.gateway.test_produce_raw import Raw, batch, create_topic, produce_one
 from tests.gateway.test_transactions_raw import fetch_committed, markers, new_pid, produce, values_batch
-from tests.support.gateway import StandaloneGateway
+from tests.support.gateway import StandaloneGateway, module_gateway
 from tests.support.wait import eventually
 
 F = ShareFetchRequest
@@ -35,12 +35,7 @@ ACCEPT, RELEASE, REJECT = 1, 2, 3
 def module_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneGateway]:
     """Without partition verification: the read_committed test writes transactions of no
     coordinator's, its markers sent by hand (as in test_transactions_raw)."""
-    gw = StandaloneGateway(tmp_path_factory.mktemp("standalone") / "data",
-                           extra_args=["--no-transaction-partition-verification-enable"])
-    try:
-        yield gw.start()
-    finally:
-        gw.stop(timeout=20.0)
+    yield from module_gateway(tmp_path_factory, "--no-transaction-partition-verification-enable")
 
 
 @pytest.fixture

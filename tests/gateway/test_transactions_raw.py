@@ -29,7 +29,7 @@ from kafka_wire.messages.produce import ProduceRequest
 from kafka_wire.messages.write_txn_markers import WriteTxnMarkersRequest
 from kafka_wire.records import NewRecord, build_batch, iter_batches
 from tests.gateway.test_produce_raw import Raw, create_topic
-from tests.support.gateway import StandaloneGateway
+from tests.support.gateway import StandaloneGateway, module_gateway
 
 pytestmark = pytest.mark.timeout(180)
 T = 30.0
@@ -41,12 +41,7 @@ MarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic
 def module_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneGateway]:
     """Without partition verification: these transactions are no coordinator's (the markers are
     sent by hand, as a coordinator would), so no coordinator would confirm them."""
-    gw = StandaloneGateway(tmp_path_factory.mktemp("standalone") / "data",
-                           extra_args=["--no-transaction-partition-verification-enable"])
-    try:
-        yield gw.start()
-    finally:
-        gw.stop(timeout=20.0)
+    yield from module_gateway(tmp_path_factory, "--no-transaction-partition-verification-enable")
 
 
 @pytest.fixture

@@ -180,13 +180,18 @@ def standalone(standalone_factory: StandaloneFactory) -> StandaloneGateway:
     return standalone_factory()
 
 
-@pytest.fixture(scope="module")
-def module_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneGateway]:
-    gw = StandaloneGateway(tmp_path_factory.mktemp("standalone") / "data")
+def module_gateway(tmp_path_factory: pytest.TempPathFactory, *args: str) -> Iterator[StandaloneGateway]:
+    """A module's standalone, started with `args`, stopped after the module."""
+    gw = StandaloneGateway(tmp_path_factory.mktemp("standalone") / "data", extra_args=list(args))
     try:
         yield gw.start()
     finally:
         gw.stop(timeout=20.0)
+
+
+@pytest.fixture(scope="module")
+def module_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneGateway]:
+    yield from module_gateway(tmp_path_factory)
 
 
 class RawKafka:

@@ -45,7 +45,7 @@ from kafka_wire.primitives import EncodeError
 from store.framing import MAPPED_FROM, BackpressuredProtocol
 
 if TYPE_CHECKING:
-    from gateway.server import GatewayServer
+    from gateway.services import GatewayServices
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +64,21 @@ class _Slot:
 
 
 class KafkaConnection(BackpressuredProtocol):
-    def __init__(self, server: GatewayServer) -> None:
-        super().__init__(max_frame=server.config.socket_request_max_bytes, mapped_from=MAPPED_FROM)
-        self.server = server
+    def __init__(self, services: GatewayServices, connections: set[KafkaConnection]) -> None:
+        # `connections`: the listener's open connections (it closes them on shutdown and
+        # counts them); this one is in it from connection_made to connection_lost.
+        config = services.config
+        super().__init__(max_frame=config.socket_request_max_bytes, mapped_from=MAPPED_FROM)
+        self.services = services
+        self._connections = connections
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._pending: collections.deque[_Slot] = collections.deque()
         self._pending_bytes = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
-        self._max_frame = server.config.socket_request_max_bytes
-        self._max_inflight = server.config.max_inflight_requests
+        self._max_frame = config.socket_request_max_bytes
+        self._max_inflight = config.max_inflight_requests
         self._close_when_drained = False
         self._draining = False
         self._doomed = False
@@ -90,11 +94,11 @@ class KafkaConnection(BackpressuredProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
-        self.server.connections.add(self)
+        self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self.server.connections.discard(self)
+        self._connections.discard(self)
         for t in list(self._tasks):
             t.cancel()
         self._pending.clear()
@@ -197,7 +201,7 @@ class KafkaConnection(BackpressuredProtocol):
                 await asyncio.wait(list(self._durability))
             body = decode_body(spec, version, frame, pos)
             ctx = RequestContext(key, version, header.correlation_id, header.client_id, self.peer,
-                                 self.server.services, on_applied, header.unknown_tagged_fields)
+                                 self.services, on_applied, header.unknown_tagged_fields)
             try:
                 resp = await spec.fn(ctx, body)
             except KafkaApiError as e:

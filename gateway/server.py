@@ -35,10 +35,10 @@ class GatewayServer:
         """Listen on config.listen_host:listen_port (or on an already bound socket)."""
         loop = asyncio.get_running_loop()
         if sock is not None:
-            self._server = await loop.create_server(lambda: KafkaConnection(self), sock=sock, backlog=1024)
+            self._server = await loop.create_server(lambda: KafkaConnection(self.services, self.connections), sock=sock, backlog=1024)
         else:
             self._server = await loop.create_server(
-                lambda: KafkaConnection(self), self.config.listen_host, self.config.listen_port,
+                lambda: KafkaConnection(self.services, self.connections), self.config.listen_host, self.config.listen_port,
                 reuse_address=True, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
         for s in self._server.sockets:

@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from gateway.errors import KafkaApiError
 from gateway.partition.config import fallback_replication, log_config_for
@@ -56,7 +56,6 @@ from store.managed.position import Position
 from store.meta.api import MetaStore, NoNodeError
 
 if TYPE_CHECKING:
-    from gateway.partition.cleaner import LogCleaner
     from gateway.topics.registry import TopicInfo
     from store.managed.ledgers import LedgerClientLike
 
@@ -115,6 +114,16 @@ class _MarkerOp(NamedTuple):
     closed: CompletedTxn | None
 
 
+class Compactor(Protocol):
+    """What a partition log tells the gateway's log cleaner (LogCleaner), which compacts it:
+    named here so that the cleaner, which works on partition logs, is not named back."""
+
+    def attach(self, plog: PartitionLog) -> None: ...
+    def detach(self, plog: PartitionLog) -> None: ...
+    def schedule(self, plog: PartitionLog) -> None:
+        """One of the log's ledgers closed: look at it soon."""
+
+
 class PartitionLog(PartitionFetch):
     """One owned Kafka partition. Create with `await PartitionLog.open(...)`."""
 
@@ -137,7 +146,7 @@ class PartitionLog(PartitionFetch):
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._lost = False
-        self.cleaner: LogCleaner | None = None  # compacts the log if the topic says so
+        self.cleaner: Compactor | None = None  # compacts the log if the topic says so
         ml.add_ownership_listener(self._on_ml_lost)
 
     # ---- opening ------------------------------------------------------------------------
@@ -154,7 +163,7 @@ class PartitionLog(PartitionFetch):
         replication: tuple[int, int, int] | None = None,
         clock: Clock = SYSTEM_CLOCK,
         offloader: OffloaderLike | None = None,
-        cleaner: LogCleaner | None = None,
+        cleaner: Compactor | None = None,
     ) -> PartitionLog:
         """Take ownership of the partition's segmented log: recover its tail, rebuild the
         indexes and producer state the previous owner did not persist, bump the leader epoch.

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from store.ledger.errors import LedgerError, LedgerFencedError
 from store.managed.cursor_codec import (
@@ -38,7 +38,9 @@ from store.managed.rangeset import Range
 from store.meta.api import BadVersionError, NodeExistsError, NoNodeError
 
 if TYPE_CHECKING:
-    from store.managed.log import ManagedLog
+    from store.managed.config import LogConfig
+    from store.managed.ledgers import LedgerClientLike
+    from store.meta.api import MetaStore
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +51,32 @@ MAX_META_RANGES = 1000  # ranges kept in the metadata node (a fallback; as Pulsa
 _REPLAY_BATCH = 256
 
 
+class CursorLog(Protocol):
+    """What a cursor uses of the log it is on (ManagedLog): named here so that the log, which
+    opens its cursors, is not named back."""
+
+    @property
+    def meta(self) -> MetaStore: ...
+    @property
+    def client(self) -> LedgerClientLike: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def config(self) -> LogConfig: ...
+    @property
+    def last_confirmed(self) -> Position: ...
+    def next_position(self, pos: Position) -> Position: ...
+    def entries_after(self, pos: Position) -> int: ...
+    def cursor_path(self, name: str) -> str: ...
+    def schedule_trim(self) -> None: ...
+    def cursor_lost(self, exc: ManagedLogError) -> None:
+        """The cursor could not persist its state (its ledger fenced: another owner)."""
+
+
 class ManagedCursor:
     """A named durable cursor on a ManagedLog. Get one with `ManagedLog.open_cursor`."""
 
-    def __init__(self, mlog: ManagedLog, name: str, state: CursorState, version: int, ledger_id: int) -> None:
+    def __init__(self, mlog: CursorLog, name: str, state: CursorState, version: int, ledger_id: int) -> None:
         self._log = mlog
         self.name = name
         self._path = mlog.cursor_path(name)
@@ -80,7 +104,7 @@ class ManagedCursor:
     # ---- creation and recovery ----------------------------------------------------------
 
     @classmethod
-    async def create(cls, mlog: ManagedLog, name: str, mark_delete: Position) -> ManagedCursor:
+    async def create(cls, mlog: CursorLog, name: str, mark_delete: Position) -> ManagedCursor:
         state = CursorState(mark_delete)
         data = encode_meta(-1, state, MAX_META_RANGES)
         try:
@@ -92,7 +116,7 @@ class ManagedCursor:
         return cur
 
     @classmethod
-    async def recover(cls, mlog: ManagedLog, name: str) -> ManagedCursor:
+    async def recover(cls, mlog: CursorLog, name: str) -> ManagedCursor:
         """Recover the last durable state: fence and replay the cursor ledger, then claim the
         node (a version bump) so a previous owner's next cursor-ledger switch fails."""
         path = mlog.cursor_path(name)
@@ -308,7 +332,7 @@ class ManagedCursor:
             self._failure = err
             waiters, self._waiters = self._waiters, []
             _settle(waiters, err)
-            self._log._cursor_lost(err)
+            self._log.cursor_lost(err)
 
     def _state_size(self) -> int:
         """About what a snapshot of the current state takes (it follows the ranges)."""
@@ -444,7 +468,7 @@ def _last_of(state: CursorState) -> Position:
     return Position(ranges[-1][0], ranges[-1][2]) if ranges else state.mark_delete
 
 
-async def _replay_ledger(mlog: ManagedLog, ledger_id: int) -> tuple[CursorState, int]:
+async def _replay_ledger(mlog: CursorLog, ledger_id: int) -> tuple[CursorState, int]:
     """Open a cursor ledger with recovery (fencing the previous owner) and replay its tail."""
     reader = await mlog.client.open(ledger_id, recovery=True)
     try:

@@ -382,7 +382,7 @@ class ManagedLog(LogRollover):
     def cursor_path(self, name: str) -> str:
         return cursor_path(self.name, name)
 
-    def _cursor_lost(self, exc: ManagedLogError) -> None:
+    def cursor_lost(self, exc: ManagedLogError) -> None:
         self._fail(exc)
 
     def slowest_cursor(self) -> Position | None:

@@ -1,7 +1,7 @@
 """Produce checks that Kafka's LogValidator makes per record and answers with RecordErrors
 (batch index and message per invalid record). Off the hot path: the batch header decides
 whether records need reading at all, so a batch on a topic with default settings is never
-decoded here.
+decoded here; the key check of compacted topics walks key lengths, decoding no record.
 
 message.timestamp.before.max.ms / after.max.ms (CreateTime topics): a record whose timestamp is
 out of [now - before, now + after] fails with INVALID_TIMESTAMP. The header's max timestamp
@@ -59,14 +59,16 @@ def _record_errors_message(errors: list[tuple[int, str | None]]) -> str:
 
 def check_keys(batch: RecordBatch, topic_partition: str) -> None:
     """A compacted topic refuses records without a key (control batches carry keys of their
-    own): INVALID_RECORD naming each, as Kafka's LogValidator.validateKey."""
+    own): INVALID_RECORD naming each, as Kafka's LogValidator.validateKey. Every batch to a
+    compacted topic comes here, so records are not decoded: their key lengths are walked."""
     if batch.is_control:
         return
-    msg = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
     try:
-        errors: list[tuple[int, str | None]] = [(i, msg) for i, r in enumerate(batch.records()) if r.key is None]
+        keyless = batch.keyless_records()
     except InvalidBatch as e:
         raise KafkaApiError(int(e.error_code), str(e)) from None
-    if errors:
+    if keyless:
+        msg = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
+        errors: list[tuple[int, str | None]] = [(i, msg) for i in keyless]
         NO_KEY_COMPACTED.inc(len(errors))
         raise RecordValidationError(int(ErrorCode.INVALID_RECORD), _record_errors_message(errors), errors)

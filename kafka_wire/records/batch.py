@@ -20,7 +20,7 @@ from crc32c import crc32c
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Compression, decompress
 from kafka_wire.records.exceptions import InvalidBatch
-from kafka_wire.records.record import Record, iter_records
+from kafka_wire.records.record import Record, iter_records, keyless_records
 
 Buffer = bytes | bytearray | memoryview
 
@@ -256,6 +256,15 @@ class RecordBatch:
     def records(self, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
         """Parse the records lazily; InvalidBatch on any malformation. Validate first."""
         return iter_records(self.records_bytes(max_size), self.record_count)
+
+    def keyless_records(self, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> list[int]:
+        """The indexes of the records without a key, from a walk of the (decompressed) records
+        section that builds no records (record.keyless_records); InvalidBatch on malformation."""
+        mv = memoryview(self.buf)[self.offset + BATCH_OVERHEAD : self.end]
+        codec = self.compression
+        # uncompressed records are walked in place: nothing is copied, so nothing to bound
+        data = mv if codec == Compression.NONE else decompress(codec, mv, max_size)
+        return keyless_records(data, self.record_count)
 
     def check_records(self, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> int:
         """Parse every record (what Kafka's LogValidator does on its slow paths); returns the

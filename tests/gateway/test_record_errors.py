@@ -17,6 +17,7 @@ from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.produce import ProduceRequest, ProduceResponse
 from kafka_wire.records.batch import BATCH_OVERHEAD, RecordBatch
 from kafka_wire.records.builder import NewRecord, build_batch
+from kafka_wire.records.compression import Compression
 from tests.support.gateway import RawKafka, StandaloneGateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -102,8 +103,10 @@ def test_kafka_python_producer_sees_invalid_timestamp(module_standalone: Standal
 NO_KEY = "Compacted topic cannot accept message without key in topic partition t-0"
 
 
-def test_compacted_topic_names_each_keyless_record() -> None:
-    b = RecordBatch(bytearray(build_batch([NewRecord(None, b"a"), NewRecord(b"k", b"b"), NewRecord(None, None)])))
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP, Compression.ZSTD])
+def test_compacted_topic_names_each_keyless_record(codec: Compression) -> None:
+    b = RecordBatch(bytearray(build_batch([NewRecord(None, b"a"), NewRecord(b"k", b"b"), NewRecord(None, None)],
+                                          compression=codec)))
     with pytest.raises(RecordValidationError) as ei:
         check_keys(b, "t-0")
     e = ei.value
@@ -112,7 +115,14 @@ def test_compacted_topic_names_each_keyless_record() -> None:
     assert e.message == ("One or more records have been rejected due to 2 record errors in total, and only "
                          f"showing the first three errors at most: [RecordError(batchIndex=0, message='{NO_KEY}'), "
                          f"RecordError(batchIndex=2, message='{NO_KEY}')]")
-    check_keys(RecordBatch(bytearray(build_batch([NewRecord(b"k", None)]))), "t-0")  # tombstones are fine
+    check_keys(RecordBatch(bytearray(build_batch([NewRecord(b"k", None)], compression=codec))), "t-0")  # tombstones
+
+def test_compacted_topic_key_check_of_corrupt_records() -> None:
+    b = RecordBatch(bytearray(build_batch([NewRecord(b"k", b"v"), NewRecord(None, b"w")])))
+    b.memoryview()[BATCH_OVERHEAD:] = b"\xff" * (b.size - BATCH_OVERHEAD)  # records no parser could read
+    with pytest.raises(KafkaApiError) as ei:
+        check_keys(b, "t-0")
+    assert ei.value.error_code == ErrorCode.CORRUPT_MESSAGE
 
 
 def test_compacted_topic_refuses_keyless_records_to_clients(module_standalone: StandaloneGateway) -> None:
@@ -132,3 +142,19 @@ def test_compacted_topic_refuses_keyless_records_to_clients(module_standalone: S
             kp.send("rec-err-compact", b"no key").get(30)
     finally:
         kp.close()
+    # A compressed batch: each keyless record named by its index, nothing appended.
+    records = bytearray(build_batch([NewRecord(b"a", b"1"), NewRecord(None, b"2"), NewRecord(b"c", None),
+                                     NewRecord(None, b"4")], compression=Compression.LZ4))
+    req = ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
+        name="rec-err-compact", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)])])
+    with RawKafka(module_standalone.bootstrap) as c:
+        resp = c.request(0, 9, req)
+    assert isinstance(resp, ProduceResponse)
+    (p,) = resp.responses[0].partition_responses
+    assert (p.error_code, p.base_offset) == (ErrorCode.INVALID_RECORD, -1)
+    no_key = "Compacted topic cannot accept message without key in topic partition rec-err-compact-0"
+    assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == [(1, no_key), (3, no_key)]
+    assert p.error_message == (
+        "One or more records have been rejected due to 2 record errors in total, and only showing the first "
+        f"three errors at most: [RecordError(batchIndex=1, message='{no_key}'), "
+        f"RecordError(batchIndex=3, message='{no_key}')]")

@@ -1,5 +1,5 @@
 """RecordBatch views: header fields, validation (CRC, sizes, magic, counts), iteration over
-concatenated batches, fetch truncation, and in-place patching."""
+concatenated batches, fetch truncation, in-place patching, and the key-length walk."""
 
 from __future__ import annotations
 
@@ -20,10 +20,12 @@ from kafka_wire.records import (
     TimestampType,
     build_batch,
     iter_batches,
+    iter_records,
     last_complete_batch_end,
     validate_produce_records,
 )
 from kafka_wire.records.batch import OFF_ATTRIBUTES, OFF_CRC
+from kafka_wire.records.record import keyless_records
 
 RECS = [NewRecord(b"k%d" % i, b"v" * i, [("h", b"%d" % i)], 1_700_000_000_000 + i) for i in range(10)]
 BATCH = build_batch(
@@ -203,3 +205,37 @@ def test_iter_batches_and_fetch_truncation() -> None:
     assert last_complete_batch_end(buf[:30]) == 0
     with pytest.raises(InvalidBatch):
         last_complete_batch_end(b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x00" * 20)
+
+
+_RECORD = st.builds(
+    NewRecord,
+    key=st.none() | st.binary(max_size=300),
+    value=st.none() | st.binary(max_size=300),
+    headers=st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=3),
+    timestamp=st.integers(0, 1 << 45),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(_RECORD, min_size=1, max_size=20), codec=st.sampled_from(list(Compression)))
+def test_keyless_records_walk_agrees_with_decoding(records: list[NewRecord], codec: Compression) -> None:
+    batch = RecordBatch(bytearray(build_batch(records, compression=codec)))
+    assert batch.keyless_records() == [i for i, r in enumerate(batch.records()) if r.key is None]
+    assert batch.keyless_records() == [i for i, r in enumerate(records) if r.key is None]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=120), count=st.integers(0, 6))
+def test_keyless_records_walk_of_garbage(data: bytes, count: int) -> None:
+    """Garbage gives InvalidBatch (CORRUPT_MESSAGE) or, where every record also decodes, the
+    same answer as decoding."""
+    try:
+        keyless = keyless_records(memoryview(data), count)
+    except InvalidBatch as e:
+        assert e.error_code == ErrorCode.CORRUPT_MESSAGE
+        return
+    try:
+        decoded = [i for i, r in enumerate(iter_records(data, count)) if r.key is None]
+    except InvalidBatch:
+        return  # the walk reads no further than the key length
+    assert keyless == decoded

@@ -1,16 +1,19 @@
 """What the group handlers share: the coordinator of a request's group, the member's
-client_host and whether a committed partition exists. Kept beside the handlers (not in
+client_host, whether a committed partition exists and the offsets a commit asks for. Kept beside the handlers (not in
 gateway/groups.py) because they read the request context, which the coordinators' glue
 below never sees."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypeVar
 
 from coordinator.group.coordinator import GroupCoordinator
+from coordinator.group.group import OffsetAndMetadata
 from gateway.context import RequestContext
+from kafka_wire.errors import ErrorCode
 
 
 async def group_coordinator(ctx: RequestContext, group_id: str) -> GroupCoordinator:
@@ -70,3 +73,43 @@ async def topic_names(ctx: RequestContext, topics: Iterable[_TopicById]) -> dict
 async def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     info = await ctx.services.topics.get(topic)
     return info is not None and 0 <= partition < info.partitions
+
+
+class _CommittedPartition(Protocol):
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def committed_offset(self) -> int: ...
+    @property
+    def committed_leader_epoch(self) -> int: ...
+    @property
+    def committed_metadata(self) -> str | None: ...
+
+
+async def offsets_to_commit(
+    ctx: RequestContext, topics: Iterable[tuple[str | None, Iterable[_CommittedPartition]]], *,
+    leader_epochs: bool, retention_ms: int = -1,
+) -> tuple[dict[tuple[str, int], OffsetAndMetadata], dict[tuple[str, int], int]]:
+    """The offsets an OffsetCommit or TxnOffsetCommit asks for, by (topic, partition), and
+    UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (a topic named None, an
+    unknown id, is left out). `leader_epochs`: the request version carries them;
+    `retention_ms` >= 0 sets an expiry (OffsetCommit v2-4)."""
+    now = int(time.time() * 1000)
+    wanted: dict[tuple[str, int], OffsetAndMetadata] = {}
+    errors: dict[tuple[str, int], int] = {}
+    for name, partitions in topics:
+        if name is None:
+            continue
+        for p in partitions:
+            tp = (name, p.partition_index)
+            if not await partition_exists(ctx, name, p.partition_index):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            wanted[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if leader_epochs else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+                expire_timestamp=now + retention_ms if retention_ms >= 0 else -1,
+            )
+    return wanted, errors

@@ -6,12 +6,9 @@ adds it."""
 
 from __future__ import annotations
 
-import time
-
-from coordinator.group.group import OffsetAndMetadata
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.group_lookup import errors_by_topic, group_coordinator, partition_exists
+from gateway.handlers.group_lookup import errors_by_topic, group_coordinator, offsets_to_commit
 from gateway.handlers.init_producer_id import fenced_code
 from gateway.txns import check_partitions_in_txn
 from kafka_wire.errors import ErrorCode
@@ -23,22 +20,7 @@ RPartition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
 
 async def txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     v = ctx.api_version
-    now = int(time.time() * 1000)
-    errors: dict[tuple[str, int], int] = {}
-    wanted: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for t in req.topics:
-        for p in t.partitions:
-            tp = (t.name, p.partition_index)
-            if not await partition_exists(ctx, t.name, p.partition_index):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            wanted[tp] = OffsetAndMetadata(
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
-                metadata=p.committed_metadata or "",
-                commit_timestamp=now,
-                expire_timestamp=-1,
-            )
+    wanted, errors = await offsets_to_commit(ctx, [(t.name, t.partitions) for t in req.topics], leader_epochs=v >= 2)
     if wanted:
         try:
             coord = await group_coordinator(ctx, req.group_id)

@@ -79,7 +79,7 @@ def consumer_groups(bootstrap: str) -> Observations:
             return int(r.error_code), msg, r.member_epoch, r.heartbeat_interval_ms if r.error_code == 0 else None, parts
 
         def describe() -> Observations:
-            g = admin.call(DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+            g = admin.call(DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=True)).groups[0]
             names = {m.id: m.name for m in members}
 
             def a(x: Any) -> Any:
@@ -166,9 +166,9 @@ def consumer_groups(bootstrap: str) -> Observations:
         out["list_groups"] = [(g.protocol_type, g.group_state, g.group_type) for g in listed.groups
                               if g.group_id == group]
         for v in (5, 6):
-            d = admin.call((15, v), DescribeGroupsRequest(groups=[group])).groups[0]
+            d = admin.call((15, v), DescribeGroupsRequest(groups=[group], include_authorized_operations=True)).groups[0]
             out[f"describe_groups.v{v}"] = (int(d.error_code), (d.error_message or "").replace(group, "<group>"),
-                                            d.group_state, d.protocol_type, len(d.members))
+                                            d.group_state, d.protocol_type, len(d.members), d.authorized_operations)
 
         # A static member; another incarnation is refused until it leaves for a while (-2).
         out["c.join"] = view(c.join([topic]))
@@ -242,7 +242,7 @@ def mixed_groups(bootstrap: str) -> Observations:
         rb = b.join([topic])
         out["b.join_upgrades"] = (int(rb.error_code), rb.member_epoch - gen,
                                   None if rb.assignment is None else sum(len(t.partitions) for t in rb.assignment.topic_partitions))
-        d = admin.call(DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+        d = admin.call(DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=True)).groups[0]
         out["describe.upgraded"] = (int(d.error_code), d.group_state, d.group_epoch - gen, d.assignment_epoch - gen,
                                     sorted((m.member_type, m.member_epoch - gen,
                                             sum(len(t.partitions) for t in m.assignment.topic_partitions),
@@ -271,7 +271,7 @@ def mixed_groups(bootstrap: str) -> Observations:
         out["b.leave_downgrades"] = (int(rb.error_code), rb.member_epoch)
         d = admin.describe_group(group)
         out["describe_groups.downgraded"] = (int(d.error_code), d.group_state, d.protocol_type, len(d.members))
-        cd = admin.call(DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+        cd = admin.call(DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=True)).groups[0]
         out["describe.downgraded"] = (int(cd.error_code), (cd.error_message or "").replace(group, "<group>"))
         out["a.heartbeat_after_downgrade"] = wa.heartbeat(group, r.generation_id, a_id)
         r2 = wa.join(group, a_id, protocols=((proto, _sub_v1(topic, kept)),))

@@ -65,12 +65,11 @@ async def consumer_group_describe(
         try:
             coord = await group_coordinator(ctx, gid)
             cg = coord.describe_consumer_group(gid)
-        except KafkaApiError as e:
-            out.append(R.DescribedGroup(group_id=gid, error_code=e.error_code, authorized_operations=ops))
+        except KafkaApiError as e:  # Kafka fills authorized_operations of described groups only
+            out.append(R.DescribedGroup(group_id=gid, error_code=e.error_code))
             continue
         except Refusal as r:
-            out.append(R.DescribedGroup(group_id=gid, error_code=r.code, error_message=r.message,
-                                        authorized_operations=ops))
+            out.append(R.DescribedGroup(group_id=gid, error_code=r.code, error_message=r.message))
             continue
         out.append(_described(cg, coord.assignor_name(cg), names, ops))
     return R(groups=out)

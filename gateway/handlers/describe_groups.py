@@ -11,29 +11,24 @@ from kafka_wire.messages.describe_groups import DescribeGroupsRequest, DescribeG
 Group = DescribeGroupsResponse.DescribedGroup
 Member = DescribeGroupsResponse.DescribedGroupMember
 NO_OPERATIONS = -(2**31)  # authorized_operations not requested
-# Without ACLs every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8).
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# Without ACLs every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8) and, since
+# groups have configs, DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11) (Kafka 4.4 answers 3400).
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 
 async def _describe(ctx: RequestContext, group_id: str, with_ops: bool) -> Group:
     v = ctx.api_version
-    ops = GROUP_OPERATIONS if with_ops else NO_OPERATIONS
+    ops = GROUP_OPERATIONS if with_ops else NO_OPERATIONS  # Kafka fills it only in groups without an error
     try:
         d = (await group_coordinator(ctx, group_id)).describe(group_id)
     except KafkaApiError as e:
-        return Group(error_code=e.error_code, group_id=group_id, group_state="", authorized_operations=ops)
+        return Group(error_code=e.error_code, group_id=group_id, group_state="")
     if d.error == ErrorCode.GROUP_ID_NOT_FOUND:
         if v >= 6:
-            return Group(
-                error_code=d.error,
-                error_message=d.message,
-                group_id=group_id,
-                group_state="Dead",
-                authorized_operations=ops,
-            )
+            return Group(error_code=d.error, error_message=d.message, group_id=group_id, group_state="Dead")
         return Group(error_code=0, group_id=group_id, group_state="Dead", authorized_operations=ops)
     if d.error:
-        return Group(error_code=d.error, group_id=group_id, group_state="", authorized_operations=ops)
+        return Group(error_code=d.error, group_id=group_id, group_state="")
     return Group(
         error_code=0,
         group_id=group_id,

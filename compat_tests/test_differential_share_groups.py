@@ -150,10 +150,10 @@ def share_group_scenario(bootstrap: str) -> Observations:
         r = fetch(m2, 2)
         out["fetch_released"] = (int(r.error_code), acquired(r))
 
-        r = w.call((77, 1), ShareGroupDescribeRequest(group_ids=[group]))
+        r = w.call((77, 1), ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=True))
         g = r.groups[0]
         out["describe"] = (int(g.error_code), g.group_state, g.group_epoch == g.assignment_epoch, g.assignor_name,
-                           sorted(parts(m) or [] for m in g.members))
+                           sorted(parts(m) or [] for m in g.members), g.authorized_operations)
         r = w.call((16, 5), ListGroupsRequest(types_filter=["share"]))
         out["list_share"] = [(x.protocol_type, x.group_state, x.group_type) for x in r.groups if x.group_id == group]
         r = w.call((16, 5), ListGroupsRequest(types_filter=["classic"]))

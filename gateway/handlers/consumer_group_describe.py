@@ -10,7 +10,7 @@ from coordinator.group.consumer_group import ConsumerGroup
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
 from gateway.handlers.describe_groups import GROUP_OPERATIONS, NO_OPERATIONS
-from gateway.handlers.group_lookup import group_coordinator
+from gateway.handlers.group_lookup import assigned_topics, group_coordinator
 from kafka_wire.messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -21,10 +21,8 @@ CONSUMER_MEMBER, CLASSIC_MEMBER = 1, 0  # MemberType: +1 consumer-protocol membe
 
 
 def _assignment(a: dict[uuid.UUID, frozenset[int]], names: dict[uuid.UUID, str]) -> R.Assignment:
-    # Topics deleted since the assignment are left out, as Kafka does.
-    return R.Assignment(topic_partitions=[
-        R.TopicPartitions(topic_id=t, topic_name=names[t], partitions=sorted(p))
-        for t, p in sorted(a.items(), key=lambda kv: names.get(kv[0], "")) if t in names])
+    return R.Assignment(topic_partitions=assigned_topics(
+        a, names, lambda t, name, ps: R.TopicPartitions(topic_id=t, topic_name=name, partitions=ps)))
 
 
 def _described(cg: ConsumerGroup, assignor: str, names: dict[uuid.UUID, str], ops: int) -> R.DescribedGroup:

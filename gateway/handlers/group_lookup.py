@@ -1,5 +1,6 @@
 """What the group handlers share: the coordinator of a request's group, the member's
-client_host, whether a committed partition exists and the offsets a commit asks for. Kept beside the handlers (not in
+client_host, whether a committed partition exists, the offsets a commit asks for and a
+described member's assignment. Kept beside the handlers (not in
 gateway/groups.py) because they read the request context, which the coordinators' glue
 below never sees."""
 
@@ -52,6 +53,17 @@ def errors_by_topic(
         topic(t.name, [partition(p.partition_index, errors[(t.name, p.partition_index)]) for p in t.partitions])
         for t in topics
     ]
+
+
+def assigned_topics(
+    assignment: Mapping[uuid.UUID, Iterable[int]], names: Mapping[uuid.UUID, str],
+    topic: Callable[[uuid.UUID, str, list[int]], T],
+) -> list[T]:
+    """A member's assignment (topic id -> partitions) as a group describe answers it (consumer
+    and share groups alike), by topic name, partitions sorted; a topic not in `names` (deleted
+    since) is left out, as Kafka's topicPartitionsFromMap does."""
+    return [topic(t, names[t], sorted(p)) for t, p in sorted(
+        ((t, p) for t, p in assignment.items() if t in names), key=lambda tp: names[tp[0]])]
 
 
 class _TopicById(Protocol):

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.handlers.group_lookup import group_coordinator
+from gateway.handlers.describe_groups import GROUP_OPERATIONS, NO_OPERATIONS
+from gateway.handlers.group_lookup import assigned_topics, group_coordinator
 from kafka_wire.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
 
 Resp = ShareGroupDescribeResponse
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-async def _one(ctx: RequestContext, group_id: str) -> Resp.DescribedGroup:
+async def _one(ctx: RequestContext, group_id: str, ops: int) -> Resp.DescribedGroup:
     try:
         coord = await group_coordinator(ctx, group_id)
     except KafkaApiError as e:
@@ -20,14 +20,14 @@ async def _one(ctx: RequestContext, group_id: str) -> Resp.DescribedGroup:
     d = coord.describe_share_group(group_id)
     if d.error:
         return Resp.DescribedGroup(error_code=d.error, error_message=d.message, group_id=group_id)
-    names = {tid: name for name, (tid, _) in coord.share_groups[group_id].topics.items()}
+    names = {t.topic_id: t.name for t in ctx.services.topics.cached()}
     return Resp.DescribedGroup(
         group_id=group_id,
         group_state=d.state,
         group_epoch=d.group_epoch,
         assignment_epoch=d.assignment_epoch,
         assignor_name=d.assignor,
-        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        authorized_operations=ops,
         members=[
             Resp.Member(
                 member_id=m.member_id,
@@ -36,12 +36,9 @@ async def _one(ctx: RequestContext, group_id: str) -> Resp.DescribedGroup:
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed),
-                assignment=Resp.Assignment(
-                    topic_partitions=[
-                        Resp.TopicPartitions(topic_id=tid, topic_name=names.get(tid, ""), partitions=sorted(ps))
-                        for tid, ps in sorted(m.assignment.items())
-                    ]
-                ),
+                assignment=Resp.Assignment(topic_partitions=assigned_topics(
+                    m.assignment, names,
+                    lambda t, name, ps: Resp.TopicPartitions(topic_id=t, topic_name=name, partitions=ps))),
             )
             for m in d.members
         ],
@@ -49,4 +46,6 @@ async def _one(ctx: RequestContext, group_id: str) -> Resp.DescribedGroup:
 
 
 async def share_group_describe(ctx: RequestContext, req: ShareGroupDescribeRequest) -> Resp:
-    return Resp(groups=[await _one(ctx, gid) for gid in req.group_ids])
+    # Kafka fills authorized_operations of the groups it describes only when asked
+    ops = GROUP_OPERATIONS if req.include_authorized_operations else NO_OPERATIONS
+    return Resp(groups=[await _one(ctx, gid, ops) for gid in req.group_ids])

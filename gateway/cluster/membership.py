@@ -20,8 +20,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway import paths
-from gateway.cluster.follow import follow_children
-from store.meta.api import BadVersionError, MetaStore, NodeExistsError, NoNodeError, WatchEvent
+from gateway.cluster.follow import RETRY_BACKOFF, follow_children
+from store.meta.api import (
+    BadVersionError,
+    EventType,
+    MetaError,
+    MetaStore,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+    WatchEvent,
+)
+from store.retry import Retry
 
 if TYPE_CHECKING:
     from gateway.topics.registry import TopicRegistry
@@ -212,7 +222,12 @@ class ClusterView:
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("cluster view: %s failed", task.get_coro(), exc_info=exc)
 
     def _notify(self) -> None:
         for cb in list(self._listeners):
@@ -323,9 +338,10 @@ class ClusterView:
         if key not in self._epoch_watched:
             self._epoch_watched.add(key)
 
-            def watch(_: WatchEvent) -> None:
+            def watch(event: WatchEvent) -> None:
                 self._epoch_watched.discard(key)
-                if not self._stop.is_set():
+                # A lost session stops the gateway (every read would fail): nothing to re-read.
+                if event.type is not EventType.SESSION_LOST and not self._stop.is_set():
                     self._spawn(self._reload_lease(tid, partition))
 
         try:
@@ -333,6 +349,9 @@ class ClusterView:
         except NoNodeError:
             self._epoch_watched.discard(key)
             return ticket, None
+        except MetaError:
+            self._epoch_watched.discard(key)  # no watch set: the next read sets one
+            raise
         doc = json.loads(raw)
         return ticket, (int(doc["node_id"]), int(doc.get("leader_epoch", -1)))
 
@@ -352,7 +371,20 @@ class ClusterView:
         return dict(self._owners.get(tid, {})), {p: e for (t, p), e in self._epochs.items() if t == tid}
 
     async def _reload_lease(self, tid: uuid.UUID, partition: int) -> None:
-        ticket, lease = await self._read_lease(tid, partition)
+        """Re-read a lease whose watch fired. Connection trouble is retried (the store reconnects
+        by itself); a lost session ends it quietly (the gateway stops, saying why)."""
+        retry = Retry(RETRY_BACKOFF)
+        while True:
+            try:
+                ticket, lease = await self._read_lease(tid, partition)
+                break
+            except SessionExpiredError:
+                return
+            except MetaError as e:
+                log.info("re-reading the lease of %s-%d: %s", tid, partition, e)
+                await retry.pause()
+                if self._stop.is_set():
+                    return
         before = self._lease_state(tid)
         self._apply_lease(tid, partition, ticket, lease)
         if before != self._lease_state(tid):

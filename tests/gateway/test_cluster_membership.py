@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
@@ -19,7 +21,15 @@ from gateway.cluster.membership import (
     allocate_node_id,
     ensure_cluster_id,
 )
-from store.meta.api import MetaStore
+from store.meta.api import (
+    EventType,
+    MetaConnectionError,
+    MetaStore,
+    SessionExpiredError,
+    Stat,
+    Watcher,
+    WatchEvent,
+)
 from store.meta.factory import open_meta
 from tests.support.wait import eventually
 
@@ -164,3 +174,99 @@ async def test_a_slow_lease_read_does_not_undo_a_newer_epoch(open_store: Opener)
         assert view.leader_epoch_of(tid, 1) == -1
     finally:
         await view.close()
+
+
+class Flaky:
+    """A metadata store that loses its connection (reads of `down` paths raise
+    MetaConnectionError) or its session (pending watches get SESSION_LOST, then every read
+    raises SessionExpiredError), as ZkMetaStore does."""
+
+    def __init__(self, inner: MetaStore) -> None:
+        self.inner = inner
+        self.down: set[str] = set()
+        self.lost = False
+        self.refused = 0
+        self._watches: list[tuple[str, Watcher]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _enter(self, path: str, watch: Watcher | None) -> Watcher | None:
+        if self.lost or path in self.down:
+            self.refused += 1
+            raise SessionExpiredError("session expired") if self.lost else MetaConnectionError("connection lost")
+        if watch is None:
+            return None
+        fired: list[bool] = []
+
+        def once(event: WatchEvent) -> None:
+            if not fired:
+                fired.append(True)
+                watch(event)
+
+        self._watches.append((path, once))
+        return once
+
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
+        return await self.inner.get(path, watch=self._enter(path, watch))
+
+    async def children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        return await self.inner.children(path, watch=self._enter(path, watch))
+
+    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        return await self.inner.exists(path, watch=self._enter(path, watch))
+
+    def lose_session(self) -> None:
+        self.lost = True
+        for path, watch in self._watches:
+            watch(WatchEvent(EventType.SESSION_LOST, path))
+
+
+def _lease(epoch: int) -> bytes:
+    return json.dumps({"node_id": 2, "leader_epoch": epoch}).encode()
+
+
+async def test_a_lease_reread_meeting_a_connection_loss_is_retried(
+        open_store: Opener, caplog: pytest.LogCaptureFixture) -> None:
+    m1, m2 = await open_store(), await open_store()
+    tid = uuid.uuid4()
+    await m2.create(paths.owner(tid, 0), _lease(-1), ephemeral=True, make_parents=True)
+    store = Flaky(m1)
+    view = ClusterView(cast(MetaStore, store), GatewayNode(1, "127.0.0.1", 9001, None))
+    await view.start()
+    try:
+        await eventually(lambda: view.leader_of(tid, 0) == 2)
+        store.down.add(paths.owner(tid, 0))
+        _, stat = await m2.get(paths.owner(tid, 0))
+        await m2.set(paths.owner(tid, 0), _lease(1), stat.version)  # the watch fires: a re-read fails
+        await eventually(lambda: store.refused > 0)
+        store.down.clear()
+        await eventually(lambda: view.leader_epoch_of(tid, 0) == 1)  # read again once reconnected
+    finally:
+        await view.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_lost_session_leaves_no_failed_task(open_store: Opener, caplog: pytest.LogCaptureFixture) -> None:
+    """Regression: each lease watch, fired by the session loss, re-read its lease in a task
+    that failed with SessionExpiredError: "Task exception was never retrieved"."""
+    m1, m2 = await open_store(), await open_store()
+    tid = uuid.uuid4()
+    await m2.create(paths.owner(tid, 0), _lease(3), ephemeral=True, make_parents=True)
+    store = Flaky(m1)
+    view = ClusterView(cast(MetaStore, store), GatewayNode(1, "127.0.0.1", 9001, None))
+    await view.start()
+    unhandled: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, context: unhandled.append(context))
+    try:
+        await eventually(lambda: view.leader_epoch_of(tid, 0) == 3)
+        store.lose_session()
+        # The followers of the gateways, the topics and the topic's leases each meet it and end.
+        await eventually(lambda: store.refused >= 3)
+        await view.close()
+        gc.collect()  # a finished task's unretrieved exception is reported when it is collected
+    finally:
+        loop.set_exception_handler(None)
+    assert unhandled == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -5,7 +5,8 @@ Kafka handles a connection's requests one at a time, so a request sees every eff
 sent before it. Here a handler starts once the previous one has returned or declared its effects
 applied (RequestContext.effects_applied): a Produce does so once its batches are sequenced, so
 the durability waits of pipelined produces overlap; any request other than a Produce also
-waits for those earlier produces to be answered (a Fetch after a Produce sees its records).
+waits for those earlier produces to be answered (a Fetch after a Produce sees its records; an
+acks=0 Produce, which answers nothing, ends once its batches are durable).
 
 Frames are read by store.framing.FramedProtocol: small frames are parsed out of one reusable
 receive buffer (copied once, so handlers own a writable bytearray), a large one is read straight

@@ -1,6 +1,7 @@
 """Produce (v3-13): batches validated and patched in place in the request buffer, appended as
-one log entry each; acks=0 sends nothing, acks=1 and acks=-1 both answer once the ack quorum
-has the batch (Kafka over BookKeeper, as KoP). A request marked as Quire's internal import
+one log entry each; acks=1 and acks=-1 both answer once the ack quorum has the batch (Kafka over
+BookKeeper, as KoP); acks=0 sends nothing, once the ack quorum has the batch (the connection's
+next Fetch sees it, as in Kafka). A request marked as Quire's internal import
 (gateway/imports.py) appends its batches at their own offsets instead.
 
 Transactional batches: with transaction.partition.verification.enable (Kafka's default), the
@@ -167,12 +168,15 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
     # Sequenced: the connection's next request may start; only a next Produce overlaps our wait.
     ctx.effects_applied(durability_pending=True)
     pending = [s[2] for s in slots if isinstance(s[2], asyncio.Future)]
+    if pending:
+        await asyncio.wait(pending, timeout=max(req.timeout_ms, 0) / 1000 or None)
     if req.acks == 0:
+        # Answered with nothing, but only once durable (bounded by the timeout, as any Produce):
+        # until then the connection's next request other than a Produce waits, so a Fetch sees
+        # these batches, as in Kafka, where a connection's requests apply one at a time.
         for f in pending:
             f.add_done_callback(_swallow)
         return None
-    if pending:
-        await asyncio.wait(pending, timeout=max(req.timeout_ms, 0) / 1000 or None)
     by_topic: dict[str | uuid.UUID, list[PartitionResponse]] = defaultdict(list)
     for topic, index, s in slots:
         if isinstance(s, PartitionResponse):

@@ -19,7 +19,7 @@ from kafka_wire.messages.fetch import FetchRequest
 from kafka_wire.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kafka_wire.messages.produce import ProduceRequest
 from kafka_wire.messages.request_header import RequestHeader
-from kafka_wire.records import NewRecord, build_batch
+from kafka_wire.records import NewRecord, build_batch, iter_batches
 from tests.support.gateway import StandaloneGateway
 
 _corr = iter(range(1, 1 << 30))
@@ -135,6 +135,24 @@ def test_produce_errors(module_standalone: StandaloneGateway, raw: Raw) -> None:
     raw.send(produce_request("raw-err", batch(1), acks=0), 9)
     r = produce_one(raw, "raw-err", batch(1))
     assert (r.error_code, r.base_offset) == (0, 2)
+
+
+def test_fetch_after_acks0_produce_on_the_same_connection_sees_it(
+        module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """Kafka applies a connection's requests in order, so a Fetch sent right behind an acks=0
+    Produce (pipelined: one send, no answer awaited) reads its batch; here the batch must be
+    durable first, which the Fetch waits for."""
+    create_topic(module_standalone.bootstrap, "raw-acks0")
+    assert produce_one(raw, "raw-acks0", batch(1)).error_code == 0  # the partition is open
+    for offset in range(1, 21):
+        hdr = RequestHeader(api_key=0, api_version=9, correlation_id=next(_corr), client_id="raw")
+        produce = encode_request(hdr, produce_request("raw-acks0", batch(1), acks=0))
+        hdr = RequestHeader(api_key=1, api_version=12, correlation_id=next(_corr), client_id="raw")
+        fetch = encode_request(hdr, fetch_request("raw-acks0", offset))  # max_wait_ms=0: no long poll
+        raw.sock.sendall(produce + fetch)
+        p = raw.recv(1, 12).responses[0].partitions[0]
+        assert (p.error_code, p.high_watermark) == (0, offset + 1)
+        assert [b.base_offset for b in iter_batches(p.records)] == [offset]
 
 
 def test_offset_for_leader_epoch(module_standalone: StandaloneGateway, raw: Raw) -> None:

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from coordinator.share.config import MODE_KEY_SHARED, MODE_SHARED
 from gateway.topics.configs import ConfigSource, ConfigType
 from gateway.topics.describe import ConfigEntry
 from store.meta.api import BadVersionError, NodeExistsError, NoNodeError
@@ -22,6 +23,7 @@ DLQ_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
 BACKOFF_MIN = "quire.share.redelivery.backoff.min.ms"
 BACKOFF_MAX = "quire.share.redelivery.backoff.max.ms"
 BACKOFF_MULTIPLIER = "quire.share.redelivery.backoff.multiplier"
+SHARE_MODE = "quire.share.mode"
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,11 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
                    "The longest redelivery backoff.", min=0),
     GroupConfigDef(BACKOFF_MULTIPLIER, ConfigType.DOUBLE, "2.0",
                    "Factor the redelivery backoff grows by with each further delivery.", fmin=1.0),
+    # Pulsar's Key_Shared subscription for share groups.
+    GroupConfigDef(SHARE_MODE, ConfigType.STRING, MODE_SHARED,
+                   "shared: records go to any member; key_shared: while a member holds records of a key, no "
+                   "other member gets records of that key, and records of one key are delivered in offset order.",
+                   choices=(MODE_SHARED, MODE_KEY_SHARED)),
 )}
 
 

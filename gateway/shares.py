@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from coordinator.share.config import AUTO_OFFSET_RESET_EARLIEST, ShareConfig
+from coordinator.share.config import AUTO_OFFSET_RESET_EARLIEST, MODE_KEY_SHARED, ShareConfig
 from coordinator.share.dead_letters import SourceRecord, drain
 from coordinator.share.partition import (
     InvalidRecordState,
@@ -32,6 +32,7 @@ from gateway.group_configs import (
     BACKOFF_MULTIPLIER,
     DLQ_COPY_RECORD,
     DLQ_TOPIC,
+    SHARE_MODE,
     read_group_configs,
 )
 from gateway.partition.lookup import TopicCache
@@ -214,6 +215,7 @@ class SharePartitions:
             out.redelivery_backoff_multiplier = float(overrides[BACKOFF_MULTIPLIER])
         out.dlq_topic = overrides.get(DLQ_TOPIC, "").strip()
         out.dlq_copy_record = overrides.get(DLQ_COPY_RECORD, "").lower() == "true"
+        out.key_shared = overrides.get(SHARE_MODE, "").lower() == MODE_KEY_SHARED
         return out
 
     def _drop(self, key: tuple[str, uuid.UUID, int], entry: _Entry | None = None) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 SHARE_PROTOCOL_TYPE = "share"  # ListGroups' protocol and group type of a share group
 AUTO_OFFSET_RESET_LATEST, AUTO_OFFSET_RESET_EARLIEST = "latest", "earliest"
+MODE_SHARED, MODE_KEY_SHARED = "shared", "key_shared"  # quire.share.mode (a group config)
 
 
 @dataclass
@@ -29,6 +30,9 @@ class ShareConfig:
     # delivery limit are copied to this topic before they are archived; "" for none.
     dlq_topic: str = ""
     dlq_copy_record: bool = False
+    # Pulsar's Key_Shared (quire.share.mode=key_shared): records of one key go to one member at
+    # a time and in offset order (see SharePartition.acquire).
+    key_shared: bool = False
 
     def redelivery_delay_ms(self, count: int) -> float:
         """The wait before a record delivered `count` times may be acquired again."""

@@ -8,6 +8,20 @@ ranges from the batch headers, no record decoding), expired locks return them to
 reaching the delivery-count limit archives them. Every change a client is answered about is
 persisted first through a `ShareStateStore` (the cursor of the partition's log, see
 gateway/shares.py), as the SPSO plus the spans that carry a count or a final state.
+
+Key-shared mode (Pulsar's Key_Shared, `ShareConfig.key_shared`) acquires single records, by key:
+the keys of the batches read are decoded (only then, and once per record while it is in the
+window) and kept for the records of the window [SPSO, end), whose size the record-lock limit
+bounds, never for keys seen before. Two rules ("blocked keys", not Pulsar's sticky hash ranges:
+a key is free again, for any member, once its records are finished):
+- a record of key K is acquired only if no other member holds (has ACQUIRED) a record of K;
+- and only if every earlier unfinished record of K (not ACKNOWLEDGED, ARCHIVING nor ARCHIVED) is
+  acquired in the same acquisition: a record waits while an earlier one of its key is held by a
+  previous acquisition (even the same member's), backs off, is held back (delayed delivery) or
+  is available again, and that earlier one goes first. So records of one key are delivered in
+  offset order, and a lock expiry or a member leaving returns them to be redelivered in order.
+Null keys are one key (as empty keys: Pulsar hashes a missing key as the empty one). Nothing of
+this is stored: after a takeover nothing is acquired and the order follows from the offsets.
 """
 
 from __future__ import annotations
@@ -51,6 +65,10 @@ StoredSpan = tuple[int, int, int, int]  # first, last, state (all but ACQUIRED),
 DueTimes = Callable[[int], Sequence[tuple[int, int, int]]]
 """Delayed delivery: a stored batch's base offset -> (first, last, epoch ms) runs of it that
 must not be delivered before that time."""
+KeysOf = Callable[[int], Sequence[tuple[int, int]]]
+"""Key-shared mode: a stored batch's base offset -> (offset, key id) of its records. Key ids are
+hashes of the keys (equal keys, equal ids; a collision only makes two keys wait for each other)."""
+PENDING = (RecordState.AVAILABLE, RecordState.ACQUIRED)  # to be delivered (again) or in flight
 
 # Why a record is dead-lettered (Kafka 4.4's __dlq.errors.message texts).
 REJECTED = "Offset rejected by client."
@@ -120,6 +138,9 @@ class SharePartition:
         self._held = 0
         self._held_at: dict[float, int] = {}
         self._next_lock = 0
+        # Key-shared mode: key ids of the window's records read so far (None: no record there,
+        # a compacted batch's gap), dropped as the SPSO passes them.
+        self._keys: SortedDict = SortedDict()
         for f, la, s, c in stored or ():
             if la < spso:
                 continue
@@ -222,6 +243,11 @@ class SharePartition:
         if not self._spans:
             self.spso = max(self.spso, self.end)
             self.end = self.spso
+        self._forget_keys()
+
+    def _forget_keys(self) -> None:
+        while self._keys and self._keys.peekitem(0)[0] < self.spso:
+            self._keys.popitem(0)
 
     def skip_to(self, log_start: int) -> None:
         """Records before the log start are gone (retention, DeleteRecords): move past them."""
@@ -237,12 +263,13 @@ class SharePartition:
                 self._put(s)
         self.spso = log_start
         self.end = max(self.end, log_start)
+        self._forget_keys()
 
     # ---- acquisition ---------------------------------------------------------------------
 
     def acquire(
         self, member: str, batches: list[tuple[int, int]], max_records: int, skip: frozenset[int] = frozenset(),
-        due: DueTimes | None = None,
+        due: DueTimes | None = None, keys: KeysOf | None = None,
     ) -> list[tuple[int, int, int]]:
         """Acquire for `member` what is acquirable in these stored batches ((base, last offset)
         from their headers, in order), whole batches at a time, until `max_records` or the
@@ -250,8 +277,14 @@ class SharePartition:
         (transaction markers; aborted transactions' records under read_committed): they are
         archived as they are reached. `due` (delayed delivery in use): a batch's runs to hold
         back until an epoch-ms time, asked only for batches holding never-delivered records
-        not yet looked at. Returns the acquired (first, last, delivery count) runs."""
+        not yet looked at. `keys` (key-shared mode): a batch's record keys, asked only for
+        batches with records whose key is not known yet; with it, single records are acquired
+        by the rules of the module's doc. Returns the acquired (first, last, delivery count) runs."""
         lock = self._next_lock = self._next_lock + 1
+        if self.config.key_shared and keys is not None:
+            keyed = self._acquire_keyed(member, lock, batches, max_records, skip, due, keys)
+            self._lock_taken(lock, keyed)
+            return keyed
         got = 0
         out: list[tuple[int, int, int]] = []
         for base, last in batches:
@@ -281,11 +314,92 @@ class SharePartition:
                     if self._acquirable(s):
                         self._take(s, member, lock, out)
                         got += s.last - s.first + 1
+        self._lock_taken(lock, out)
+        return out
+
+    def _lock_taken(self, lock: int, out: list[tuple[int, int, int]]) -> None:
         if out:
             self._locks[lock] = self._clock.call_later(
                 self.config.record_lock_duration_ms / 1000, self._expire, lock
             )
         self._settle()
+
+    def _acquire_keyed(
+        self, member: str, lock: int, batches: list[tuple[int, int]], max_records: int, skip: frozenset[int],
+        due: DueTimes | None, keys: KeysOf,
+    ) -> list[tuple[int, int, int]]:
+        """`acquire` in key-shared mode: record by record, in offset order."""
+        start = next((max(b, self.spso) for b, la in batches if la >= self.spso), self.end)
+        # Who holds each key now, and the keys with an unfinished record before this read: those
+        # wait (one of theirs is held by an earlier acquisition, backs off or is held back).
+        holder: dict[int, str] = {}
+        blocked: set[int] = set()
+        for s in self._spans.values():
+            if s.state not in PENDING:
+                continue
+            if s.state is not RecordState.ACQUIRED and s.first >= start:
+                continue  # the read below sees these itself
+            for k in self._keys.irange(s.first, s.last):
+                key = self._keys[k]
+                if key is None:
+                    continue
+                if s.state is RecordState.ACQUIRED and s.member is not None:
+                    holder[key] = s.member
+                if k < start:
+                    blocked.add(key)
+        got = 0
+        out: list[tuple[int, int, int]] = []
+        for base, last in batches:
+            if got >= max_records:
+                break
+            if last < self.spso:
+                continue
+            if base in skip:
+                if last >= self.end:
+                    self._put(Span(max(base, self.end), last, RecordState.ARCHIVED))
+                    self.end = last + 1
+                continue
+            delays = due(base) if due is not None and self._unchecked(base, last) else ()
+            full = False
+            if last >= self.end:
+                if self.end - self.spso - self._held >= self.config.partition_max_record_locks:
+                    full = True  # what is in the window still counts; nothing past it
+                else:
+                    self._put(Span(max(base, self.end), last, RecordState.AVAILABLE))
+                    self.end = last + 1
+            self._hold_back(delays)
+            first, upto = max(base, self.spso), min(last, self.end - 1)
+            if first <= upto and any(o not in self._keys for o in range(first, upto + 1)):
+                found = dict(keys(base))
+                for o in range(first, upto + 1):
+                    if o not in self._keys:
+                        self._keys[o] = found.get(o)
+            take: list[tuple[int, int]] = []
+            for s in self._range(first, upto):
+                if s.state not in PENDING:
+                    continue
+                acquirable = self._acquirable(s)
+                for o in range(s.first, s.last + 1):
+                    key = self._keys.get(o)
+                    if key is None:
+                        ok = acquirable  # no record: nothing to order
+                    else:
+                        ok = acquirable and key not in blocked and holder.get(key, member) == member
+                        if ok:
+                            holder[key] = member
+                        else:
+                            blocked.add(key)  # and so every later record of the key, this time
+                    if ok:
+                        if take and take[-1][1] + 1 == o:
+                            take[-1] = (take[-1][0], o)
+                        else:
+                            take.append((o, o))
+            for f, la in take:
+                for s in self._range(f, la):
+                    self._take(s, member, lock, out)
+                    got += s.last - s.first + 1
+            if full:
+                break
         return out
 
     def _unchecked(self, base: int, last: int) -> bool:
@@ -468,7 +582,10 @@ class SharePartition:
                 self.config.record_lock_duration_ms / 1000, self._expire, renewed
             )
         self._settle()
-        if self._on_available is not None and any(t is AckType.RELEASE for _, _, t in runs):
+        # Records back for others; in key-shared mode, finished ones also let their key's next go.
+        wakes = (AckType.RELEASE,) if not self.config.key_shared else (AckType.RELEASE, AckType.ACCEPT,
+                                                                        AckType.REJECT, AckType.GAP)
+        if self._on_available is not None and any(t in wakes for _, _, t in runs):
             self._on_available()
 
     def close(self) -> None:

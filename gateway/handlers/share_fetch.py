@@ -17,6 +17,7 @@ from gateway.context import RequestContext
 from gateway.delayed_delivery import DELAY_CONFIG, ENABLE_CONFIG, due_times
 from gateway.errors import KafkaApiError
 from gateway.partition.lookup import TopicCache
+from gateway.share_keys import record_keys
 from gateway.shares import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -170,7 +171,8 @@ async def _read_and_acquire(
             break
         due = due_times(delay_ms, enabled, found)
         delaying = delaying or due is not None
-        new = sp.acquire(member, [(b, la) for b, la, _ in found], want - got, skip, due)
+        keys = record_keys(found) if sp.config.key_shared else None
+        new = sp.acquire(member, [(b, la) for b, la, _ in found], want - got, skip, due, keys)
         got += sum(la - f + 1 for f, la, _ in new)
         runs += new
         batches += found

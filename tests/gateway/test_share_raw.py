@@ -17,7 +17,7 @@ from kafka_wire.messages.find_coordinator import FindCoordinatorRequest
 from kafka_wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from kafka_wire.messages.metadata import MetadataRequest
 from kafka_wire.messages.share_acknowledge import ShareAcknowledgeRequest
-from kafka_wire.messages.share_fetch import ShareFetchRequest
+from kafka_wire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
 from kafka_wire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 from kafka_wire.records import iter_batches
 from kafka_wire.records.builder import NewRecord, build_batch
@@ -253,3 +253,52 @@ def test_delayed_delivery(module_standalone: StandaloneGateway, raw: Raw) -> Non
     got = resp.responses[0].partitions[0].acquired_records
     assert [(a.first_offset, a.last_offset) for a in got] == [(0, 0)]
     assert time.time() * 1000 >= stamp + 800
+
+
+def test_key_shared_mode(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """quire.share.mode=key_shared (set and described on the GROUP resource): single records are
+    acquired by key, a member's held keys go to nobody else, and a long poll waiting for a held
+    key is woken when its holder accepts the record."""
+    topic, group = "raw-share-keyed", "rg-keyed"
+    create_topic(module_standalone.bootstrap, topic)
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    produce(raw, topic, build_batch([NewRecord(k, v, (), 0) for k, v in (
+        (b"a", b"a0"), (b"b", b"b0"), (None, b"n0"), (b"a", b"a1"), (b"c", b"c0"), (b"", b"e0"))]))
+    R = IncrementalAlterConfigsRequest
+    bad = raw.call(R(resources=[R.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+        R.AlterableConfig(name="quire.share.mode", config_operation=0, value="exclusive")])]), 1)
+    assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG
+    DR = DescribeConfigsRequest.DescribeConfigsResource
+    desc = raw.call(DescribeConfigsRequest(resources=[DR(resource_type=32, resource_name=group,
+                                                         configuration_keys=["quire.share.mode"])]), 4)
+    assert [(c.name, c.value) for c in desc.results[0].configs] == [("quire.share.mode", "shared")]
+    _earliest(raw, group, quire_share_mode="key_shared")
+    desc = raw.call(DescribeConfigsRequest(resources=[DR(resource_type=32, resource_name=group,
+                                                         configuration_keys=["quire.share.mode"])]), 4)
+    assert [(c.name, c.value) for c in desc.results[0].configs] == [("quire.share.mode", "key_shared")]
+
+    def acquired(resp: ShareFetchResponse) -> list[tuple[int, int]]:
+        return [(a.first_offset, a.last_offset) for t in resp.responses for p in t.partitions
+                for a in p.acquired_records]
+
+    # m1 takes the whole batch's records, one acquisition: several of a key, in order.
+    assert acquired(raw.call(_fetch(tid, 0, group=group, max_records=1), 2)) == [(0, 5)]
+    # m1 accepts b and c, releases a0 and e0. a0 comes back to m1 (a1 is m1's: nobody else may
+    # have key a); e0 waits, for m1 too: n0 (null is the empty key) is held from before.
+    resp = raw.call(_fetch(tid, 1, [(0, 1, [RELEASE, ACCEPT]), (4, 5, [ACCEPT, RELEASE])], group=group), 2)
+    assert resp.responses[0].partitions[0].acknowledge_error_code == 0
+    assert acquired(resp) == [(0, 0)]
+    assert acquired(raw.call(_fetch(tid, 0, group=group, member="m2"), 2)) == []
+    # m2's long poll is woken by m1 accepting n0: e0 is free.
+    other = Raw(module_standalone.bootstrap)
+    try:
+        started = time.monotonic()
+        other.send(_fetch(tid, 1, group=group, member="m2", max_wait_ms=20000), 2)
+        resp = raw.call(_fetch(tid, 2, [(2, 2, [ACCEPT])], group=group), 2)
+        assert acquired(resp) == []
+        got = other.recv(78, 2)
+    finally:
+        other.close()
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got.responses[0].partitions[0].acquired_records
+            ] == [(5, 5, 2)]
+    assert time.monotonic() - started < 15  # woken, not the end of its 20 s wait

@@ -1,0 +1,32 @@
+"""Key-shared mode of share groups (`quire.share.mode=key_shared`, Pulsar's Key_Shared): the
+record keys SharePartition orders by. Only groups in that mode decode records for their keys,
+and SharePartition asks only for batches holding records whose key it does not know yet (about
+once per record and group); shared mode reads batch headers only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from coordinator.share.partition import KeysOf
+from kafka_wire.records.batch import RecordBatch
+
+
+def key_id(key: bytes | None) -> int:
+    """A key's id: its hash (a null key hashes as the empty one, as in Pulsar)."""
+    return hash(key or b"")
+
+
+def record_keys(batches: Sequence[tuple[int, int, bytes | memoryview]]) -> KeysOf:
+    """The share-partition's `keys` for these read batches ((base, last, bytes))."""
+    by_base = {base: data for base, _, data in batches}
+
+    def keys(base: int) -> list[tuple[int, int]]:
+        data = by_base.get(base)
+        if data is None:
+            return []
+        b = RecordBatch(data)
+        if b.is_control:
+            return []
+        return [(b.base_offset + r.offset_delta, key_id(r.key)) for r in b.records()]
+
+    return keys

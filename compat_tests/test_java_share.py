@@ -212,3 +212,81 @@ def test_redelivery_backoff_set_with_kafka_configs(gw: StandaloneGateway) -> Non
                                   deliveries=LIMIT, reset="earliest"), "delivery")
     assert [d["delivery_count"] for d in deliveries] == [1, 2, 3]
     assert time.monotonic() - started >= 1.5 + 3.0
+
+
+
+def _key_shared_checks(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pulsar's Key_Shared, checked on one harness run's events (one stdout written under a lock:
+    real order). A consumer holds what it was delivered until the "acking" (then finished) or
+    "closing" (then returned) that ends its poll: the broker held it from before the one until
+    after the other, so what is seen overlapping here did overlap there. No consumer gets a
+    record of a key another one holds, and no record of a key comes while a lower one of the key
+    is unfinished, unless that one is the same consumer's, in the same poll."""
+    deliveries = only(events, "delivery")
+    of_key: dict[str, set[int]] = {}
+    for d in deliveries:
+        of_key.setdefault(d["key"], set()).add(d["offset"])
+    finished: set[int] = set()
+    holding: dict[str, dict[int, str]] = {}  # consumer -> offset -> key
+    for e in events:
+        if e["event"] == "delivery":
+            c, o, k = e["consumer"], e["offset"], e["key"]
+            for other, held in holding.items():
+                assert other == c or k not in held.values(), f"{k} delivered to {c} while {other} holds it: {e}"
+            mine = holding.setdefault(c, {})
+            early = [p for p in of_key[k] if p < o and p not in finished and p not in mine]
+            assert not early, f"{k}@{o} delivered to {c} before {early} were finished: {e}"
+            mine[o] = k
+        elif e["event"] == "acking":
+            finished |= holding.pop(e["consumer"], {}).keys()
+        elif e["event"] == "closing":
+            holding.pop(e["consumer"], None)
+    return deliveries
+
+
+@pytest.mark.compat(suite="share-groups", client="java-client")
+def test_key_shared_consumers_never_share_a_key_and_keep_its_order(gw: StandaloneGateway) -> None:
+    """quire.share.mode=key_shared (set by the consumers' own Admin): four consumers on one
+    partition with six keys, one of which (c0) closes while holding records: nobody else gets a
+    key while a consumer holds it, each key's records come in offset order, and c0's records
+    come back to the others, before later ones of their keys, with their count + 1."""
+    bs, topic, group, count = _bootstrap(gw), unique("shk"), unique("sg"), 600
+    create_topic(bs, topic, partitions=1)
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=1, keys=6, **{"batch.size": 400})
+    events = run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", consumers=4, count=count,
+                         max_poll=20, work_ms=2, leave_after=2, reset="earliest", share_mode="key_shared")
+    deliveries = _key_shared_checks(events)
+    assert sorted({d["offset"] for d in deliveries}) == list(range(count))
+    assert len({d["consumer"] for d in deliveries}) >= 3  # the keys are spread over the consumers
+    [closing] = only(events, "closing")
+    assert closing["consumer"] == "c0"
+    at = events.index(closing)
+    ended = [e for e in events[:at] if e["event"] in ("acking", "delivery") and e["consumer"] == "c0"]
+    last_acking = max((i for i, e in enumerate(ended) if e["event"] == "acking"), default=-1)
+    returned = {e["offset"] for e in ended[last_acking + 1:]}  # c0's last poll, never acknowledged
+    assert returned
+    again = [d for d in deliveries if d["offset"] in returned and d["delivery_count"] == 2]
+    assert {d["offset"] for d in again} == returned and all(d["consumer"] != "c0" for d in again)
+
+
+@pytest.mark.compat(suite="share-groups", client="java-client")
+def test_key_shared_keys_of_a_crashed_consumer_wait_for_its_lock(gw: StandaloneGateway) -> None:
+    """A key_shared consumer dies (JVM halted) holding records: the others get those keys only
+    after its lock expired, starting with the held records (count 2), in offset order."""
+    bs, topic, group, count = _bootstrap(gw), unique("shk2"), unique("sg"), 200
+    create_topic(bs, topic, partitions=1)
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=1, keys=8, **{"batch.size": 200})
+    launched_ms = time.time() * 1000
+    held = only(run_harness("share", bootstrap=bs, topic=topic, group=group, hold="true", max_poll=12,
+                            reset="earliest", share_mode="key_shared"), "delivery")
+    assert held
+    events = run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", consumers=3, count=count,
+                         max_poll=10, work_ms=1)
+    deliveries = _key_shared_checks(events)
+    assert sorted({d["offset"] for d in deliveries}) == list(range(count))
+    for key in {d["key"] for d in held}:
+        was = sorted(d["offset"] for d in held if d["key"] == key)
+        now = [d for d in deliveries if d["key"] == key][: len(was)]
+        assert [(d["offset"], d["delivery_count"]) for d in now] == [(o, 2) for o in was], key
+        # Not before the crashed holder's lock (taken after its launch) expired.
+        assert now[0]["at"] >= launched_ms + LOCK_MS

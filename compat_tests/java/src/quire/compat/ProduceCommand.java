@@ -13,7 +13,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * An idempotent acks=all KafkaProducer: record i goes to partition i % partitions with key
- * "k-i", value "v-i" and a header, all sent asynchronously (so several batches are in flight per
+ * "k-i" (with keys=N: "k-(i % N)"), value "v-i" and a header, all sent asynchronously (so several batches are in flight per
  * partition and sequence numbers matter), then flushed. One "ack" line per record, in send order.
  */
 final class ProduceCommand {
@@ -23,6 +23,7 @@ final class ProduceCommand {
         String topic = a.str("topic");
         int count = a.integer("count");
         int partitions = a.integer("partitions", 1);
+        int keys = a.integer("keys", 0);
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.str("bootstrap"));
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
@@ -38,7 +39,7 @@ final class ProduceCommand {
             List<Future<RecordMetadata>> acks = new ArrayList<>(count);
             for (int i = 0; i < count; i++) {
                 ProducerRecord<String, String> rec =
-                        new ProducerRecord<>(topic, i % partitions, "k-" + i, "v-" + i);
+                        new ProducerRecord<>(topic, i % partitions, "k-" + (keys > 0 ? i % keys : i), "v-" + i);
                 rec.headers().add("seq", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
                 acks.add(producer.send(rec));
             }

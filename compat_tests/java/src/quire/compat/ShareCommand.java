@@ -33,7 +33,14 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * consumers answer (release and reject end without reaching `count`: the run stops after
  * `deliveries` deliveries). hold=true: one consumer, explicit mode, that takes one poll of
  * records, acknowledges nothing and halts the JVM without closing (a crash while holding
- * records). max_poll=N: max.poll.records. reset=earliest sets the group's share.auto.offset.reset first.
+ * records). max_poll=N: max.poll.records. reset=earliest sets the group's share.auto.offset.reset first,
+ * share_mode=key_shared its quire.share.mode.
+ *
+ * <p>Key-shared checks: deliveries carry the key and the wall-clock time ("at"); an explicit-mode
+ * consumer prints "acking" just before each commitSync (the records it holds are held at least
+ * from their delivery to then), work_ms=N makes it spend N ms per record, and leave_after=N makes
+ * consumer c0 close after its N-th non-empty poll without acknowledging it ("closing" is printed
+ * before close(), which returns those records to the others).
  */
 final class ShareCommand {
     private ShareCommand() {}
@@ -43,7 +50,10 @@ final class ShareCommand {
         String group = a.str("group");
         String topic = a.str("topic");
         if (!a.str("reset", "").isEmpty()) setReset(bootstrap, group, a.str("reset"));
+        if (!a.str("share_mode", "").isEmpty()) setGroupConfig(bootstrap, group, "quire.share.mode", a.str("share_mode"));
         boolean hold = Boolean.parseBoolean(a.str("hold", "false"));
+        int workMs = a.integer("work_ms", 0);
+        int leaveAfter = a.integer("leave_after", 0);
         String mode = hold ? "explicit" : a.str("mode", "implicit");
         String ack = a.str("ack", "accept");
         int consumers = hold ? 1 : a.integer("consumers", 1);
@@ -61,12 +71,17 @@ final class ShareCommand {
             Thread t = new Thread(() -> {
                 try (KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(props(bootstrap, group, mode, name, maxPoll))) {
                     c.subscribe(List.of(topic));
+                    int polls = 0;
                     while (!stop.get() && System.currentTimeMillis() < deadline) {
                         var records = c.poll(Duration.ofMillis(200));
+                        boolean leaving = leaveAfter > 0 && name.equals("c0") && !records.isEmpty() && ++polls >= leaveAfter;
                         for (ConsumerRecord<String, String> r : records) {
                             Harness.emit("delivery", "consumer", name, "partition", r.partition(), "offset", r.offset(),
-                                    "value", r.value(), "delivery_count", r.deliveryCount().map(Short::intValue).orElse(-1));
+                                    "key", r.key(), "value", r.value(), "at", System.currentTimeMillis(),
+                                    "delivery_count", r.deliveryCount().map(Short::intValue).orElse(-1));
                             delivered.incrementAndGet();
+                            if (workMs > 0) Thread.sleep(workMs);
+                            if (leaving) continue;
                             if (mode.equals("explicit") && !hold) {
                                 c.acknowledge(r, switch (ack) {
                                     case "release" -> AcknowledgeType.RELEASE;
@@ -82,7 +97,14 @@ final class ShareCommand {
                             System.out.flush();
                             Runtime.getRuntime().halt(0);
                         }
-                        if (mode.equals("explicit") && !records.isEmpty()) c.commitSync();
+                        if (leaving) {
+                            Harness.emit("closing", "consumer", name);
+                            break;
+                        }
+                        if (mode.equals("explicit") && !records.isEmpty()) {
+                            Harness.emit("acking", "consumer", name);
+                            c.commitSync();
+                        }
                         if ((count > 0 && accepted.size() >= count) || delivered.get() >= deliveries) stop.set(true);
                     }
                 } catch (Throwable e) {
@@ -223,12 +245,16 @@ final class ShareCommand {
     }
 
     static void setReset(String bootstrap, String group, String reset) throws Exception {
+        setGroupConfig(bootstrap, group, "share.auto.offset.reset", reset);
+    }
+
+    static void setGroupConfig(String bootstrap, String group, String name, String value) throws Exception {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         try (Admin admin = Admin.create(p)) {
             ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, group);
             admin.incrementalAlterConfigs(Map.of(r, List.of(new AlterConfigOp(
-                    new ConfigEntry("share.auto.offset.reset", reset), AlterConfigOp.OpType.SET)))).all().get();
+                    new ConfigEntry(name, value), AlterConfigOp.OpType.SET)))).all().get();
         }
     }
 

@@ -1,6 +1,7 @@
 """ShareFetch (v1-2): share sessions, piggybacked acknowledgements, and records acquired for
 the member as whole stored batches (their offset ranges from batch headers; the records are
-sent as stored and the client keeps those in its AcquiredRecords). Long polling wakes on appends
+sent as stored and the client keeps those in its AcquiredRecords), or in key-shared mode as
+single records by key (gateway/share_keys.py). Long polling wakes on appends
 and on records coming back (lock expiry, release)."""
 
 from __future__ import annotations

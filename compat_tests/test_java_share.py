@@ -290,3 +290,27 @@ def test_key_shared_keys_of_a_crashed_consumer_wait_for_its_lock(gw: StandaloneG
         assert [(d["offset"], d["delivery_count"]) for d in now] == [(o, 2) for o in was], key
         # Not before the crashed holder's lock (taken after its launch) expired.
         assert now[0]["at"] >= launched_ms + LOCK_MS
+
+
+@pytest.mark.compat(suite="share-groups", client="java-client")
+def test_key_shared_order_survives_a_killed_partition_owner(gw: StandaloneGateway) -> None:
+    """key_shared through a SIGKILL of the gateway while a crashed consumer holds records: the
+    new owner knows no key and holds nothing, delivers nothing acknowledged again, and every
+    key's remaining records in offset order with their counts."""
+    bs, topic, group, count = _bootstrap(gw), unique("shk3"), unique("sg"), 120
+    create_topic(bs, topic, partitions=1)
+    run_harness("produce", bootstrap=bs, topic=topic, count=count, partitions=1, keys=4, **{"batch.size": 120})
+    first = only(run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", count=20,
+                             max_poll=10, reset="earliest", share_mode="key_shared"), "delivery")
+    accepted = {d["offset"] for d in first}
+    held = only(run_harness("share", bootstrap=bs, topic=topic, group=group, hold="true", max_poll=10), "delivery")
+    assert held and not accepted & {d["offset"] for d in held}
+    gw.kill()
+    gw.start()
+    events = run_harness("share", bootstrap=bs, topic=topic, group=group, mode="explicit", consumers=3,
+                         count=count - len(accepted), max_poll=10, work_ms=1)
+    rest = _key_shared_checks(events)
+    assert sorted({d["offset"] for d in rest}) == sorted(set(range(count)) - accepted)
+    before = Counter(d["offset"] for d in first + held)
+    for d in rest:
+        assert d["delivery_count"] == before[d["offset"]] + 1, d

@@ -5,6 +5,7 @@ once per record and group); shared mode reads batch headers only."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from coordinator.share.partition import KeysOf
@@ -12,8 +13,9 @@ from kafka_wire.records.batch import RecordBatch
 
 
 def key_id(key: bytes | None) -> int:
-    """A key's id: its hash (a null key hashes as the empty one, as in Pulsar)."""
-    return hash(key or b"")
+    """A key's id: a 64-bit hash, the same in every process (a null key hashes as the empty one,
+    as in Pulsar)."""
+    return int.from_bytes(hashlib.blake2b(key or b"", digest_size=8).digest(), "big")
 
 
 def record_keys(batches: Sequence[tuple[int, int, bytes | memoryview]]) -> KeysOf:

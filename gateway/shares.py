@@ -262,6 +262,13 @@ class SharePartitions:
         s.last_used = now
         return s
 
+    def fetching_members(self, group_id: str, key: PartitionKey, within_s: float) -> list[str]:
+        """Members whose share sessions include the partition and were used in the last
+        `within_s` seconds (key-shared mode spreads keys over them)."""
+        now = time.monotonic()
+        return sorted(m for (g, m), s in self.sessions.items()
+                      if g == group_id and now - s.last_used <= within_s and key in s.partitions)
+
     def _evict_idle(self, now: float) -> None:
         """Sessions of members gone without closing them (their records return by lock expiry
         anyway): dropped once idle for twice the member session timeout."""

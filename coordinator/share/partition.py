@@ -12,14 +12,18 @@ gateway/shares.py), as the SPSO plus the spans that carry a count or a final sta
 Key-shared mode (Pulsar's Key_Shared, `ShareConfig.key_shared`) acquires single records, by key:
 the keys of the batches read are decoded (only then, and once per record while it is in the
 window) and kept for the records of the window [SPSO, end), whose size the record-lock limit
-bounds, never for keys seen before. Two rules ("blocked keys", not Pulsar's sticky hash ranges:
-a key is free again, for any member, once its records are finished):
+bounds, never for keys seen before. Two rules keep keys apart and in order ("blocked keys"):
 - a record of key K is acquired only if no other member holds (has ACQUIRED) a record of K;
 - and only if every earlier unfinished record of K (not ACKNOWLEDGED, ARCHIVING nor ARCHIVED) is
   acquired in the same acquisition: a record waits while an earlier one of its key is held by a
   previous acquisition (even the same member's), backs off, is held back (delayed delivery) or
   is available again, and that earlier one goes first. So records of one key are delivered in
   offset order, and a lock expiry or a member leaving returns them to be redelivered in order.
+On top, so that keys spread over the members rather than all go to whoever fetches first, a key
+goes only to the member rendezvous hashing picks among those fetching from the partition now
+(Pulsar's hash ranges over consumers, as a preference only: a key moving to another member waits
+until the records its old member holds are finished, by the rules above, which is the draining
+Pulsar needs when its ranges move).
 Null keys are one key (as empty keys: Pulsar hashes a missing key as the empty one). Nothing of
 this is stored: after a takeover nothing is acquired and the order follows from the offsets.
 """
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -67,7 +72,8 @@ DueTimes = Callable[[int], Sequence[tuple[int, int, int]]]
 must not be delivered before that time."""
 KeysOf = Callable[[int], Sequence[tuple[int, int]]]
 """Key-shared mode: a stored batch's base offset -> (offset, key id) of its records. Key ids are
-hashes of the keys (equal keys, equal ids; a collision only makes two keys wait for each other)."""
+stable hashes of the keys (equal keys, equal ids; a collision only makes two keys wait for each
+other)."""
 PENDING = (RecordState.AVAILABLE, RecordState.ACQUIRED)  # to be delivered (again) or in flight
 
 # Why a record is dead-lettered (Kafka 4.4's __dlq.errors.message texts).
@@ -269,7 +275,7 @@ class SharePartition:
 
     def acquire(
         self, member: str, batches: list[tuple[int, int]], max_records: int, skip: frozenset[int] = frozenset(),
-        due: DueTimes | None = None, keys: KeysOf | None = None,
+        due: DueTimes | None = None, keys: KeysOf | None = None, members: Sequence[str] = (),
     ) -> list[tuple[int, int, int]]:
         """Acquire for `member` what is acquirable in these stored batches ((base, last offset)
         from their headers, in order), whole batches at a time, until `max_records` or the
@@ -279,10 +285,14 @@ class SharePartition:
         back until an epoch-ms time, asked only for batches holding never-delivered records
         not yet looked at. `keys` (key-shared mode): a batch's record keys, asked only for
         batches with records whose key is not known yet; with it, single records are acquired
-        by the rules of the module's doc. Returns the acquired (first, last, delivery count) runs."""
+        by the rules of the module's doc, and `members` (those fetching from the partition now)
+        spread the keys: each key goes only to the one of them rendezvous hashing picks (when
+        `member` is one of them), so keys do not all go to whoever fetches first. Returns the
+        acquired (first, last, delivery count) runs."""
         lock = self._next_lock = self._next_lock + 1
         if self.config.key_shared and keys is not None:
-            keyed = self._acquire_keyed(member, lock, batches, max_records, skip, due, keys)
+            keyed = self._acquire_keyed(member, lock, batches, max_records, skip, due, keys,
+                                        members if member in members else ())
             self._lock_taken(lock, keyed)
             return keyed
         got = 0
@@ -326,9 +336,16 @@ class SharePartition:
 
     def _acquire_keyed(
         self, member: str, lock: int, batches: list[tuple[int, int]], max_records: int, skip: frozenset[int],
-        due: DueTimes | None, keys: KeysOf,
+        due: DueTimes | None, keys: KeysOf, members: Sequence[str],
     ) -> list[tuple[int, int, int]]:
         """`acquire` in key-shared mode: record by record, in offset order."""
+        mine: dict[int, bool] = {}
+
+        def preferred(key: int) -> bool:
+            if key not in mine:
+                mine[key] = not members or rendezvous(members, key) == member
+            return mine[key]
+
         start = next((max(b, self.spso) for b, la in batches if la >= self.spso), self.end)
         # Who holds each key now, and the keys with an unfinished record before this read: those
         # wait (one of theirs is held by an earlier acquisition, backs off or is held back).
@@ -384,7 +401,8 @@ class SharePartition:
                     if key is None:
                         ok = acquirable  # no record: nothing to order
                     else:
-                        ok = acquirable and key not in blocked and holder.get(key, member) == member
+                        ok = (acquirable and key not in blocked and holder.get(key, member) == member
+                              and preferred(key))
                         if ok:
                             holder[key] = member
                         else:
@@ -593,6 +611,13 @@ class SharePartition:
             h.cancel()
         self._locks.clear()
         self._backoffs.clear()
+
+
+def rendezvous(members: Sequence[str], key: int) -> str:
+    """The member a key id goes to (rendezvous hashing, stable across processes: a member coming
+    or going moves only its share of the keys)."""
+    kb = (key & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")
+    return max(members, key=lambda m: hashlib.blake2b(kb, digest_size=8, key=m.encode()[:64]).digest())
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -147,13 +147,15 @@ async def _apply_resets(
 
 
 async def _read_and_acquire(
-    plog: PartitionLog, sp: SharePartition, member: str, want: int, max_bytes: int, min_one: bool
+    plog: PartitionLog, sp: SharePartition, member: str, want: int, max_bytes: int, min_one: bool,
+    members: Sequence[str] = (),
 ) -> tuple[list[tuple[int, int, bytes | memoryview]], list[tuple[int, int, int]], bool]:
     """Read from the share-partition's fetch start and acquire, until `want` records, the end of
     the readable log, the in-flight limit or `max_bytes`: (batches read, acquired runs, whether
     nothing was acquired but delayed records were held back: reading on finds more). Read in
     chunks that grow from READ_CHUNK, not `max_bytes` at once: clients ask for up to 50 MB
-    (fetch.max.bytes) to get a few hundred records, and every fetch would read and scan it all."""
+    (fetch.max.bytes) to get a few hundred records, and every fetch would read and scan it all.
+    `members`: in key-shared mode, the members fetching from the partition now."""
     committed = sp.config.read_committed
     end = plog.last_stable_offset if committed else plog.high_watermark
     start, chunk, left = sp.fetch_start(), READ_CHUNK, max_bytes
@@ -173,7 +175,7 @@ async def _read_and_acquire(
         due = due_times(delay_ms, enabled, found)
         delaying = delaying or due is not None
         keys = record_keys(found) if sp.config.key_shared else None
-        new = sp.acquire(member, [(b, la) for b, la, _ in found], want - got, skip, due, keys)
+        new = sp.acquire(member, [(b, la) for b, la, _ in found], want - got, skip, due, keys, members)
         got += sum(la - f + 1 for f, la, _ in new)
         runs += new
         batches += found
@@ -210,9 +212,13 @@ async def _acquire(
             sp.skip_to(plog.log_start_offset)
             if not sp.has_available(plog.last_stable_offset if sp.config.read_committed else plog.high_watermark):
                 continue
+            # Key-shared mode spreads keys over the members fetching now: sessions used within a
+            # lock's duration (a crashed member's keys move once its locks could have expired).
+            members = (shares.fetching_members(group, key, sp.config.record_lock_duration_ms / 1000)
+                       if sp.config.key_shared else ())
             try:
                 batches, runs, held = await _read_and_acquire(plog, sp, member, max_records - got, remaining_bytes,
-                                                              got == 0)
+                                                              got == 0, members)
             except KafkaApiError as e:
                 pd = part(key)
                 pd.error_code, pd.error_message = e.error_code, e.message

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 from coordinator.share.config import ShareConfig
-from coordinator.share.partition import PENDING, AckType, RecordState, SharePartition
+from coordinator.share.partition import PENDING, AckType, RecordState, SharePartition, rendezvous
 from tests.support.clock import FakeClock
 
 ACCEPT, RELEASE, REJECT, RENEW = AckType.ACCEPT, AckType.RELEASE, AckType.REJECT, AckType.RENEW
@@ -165,13 +165,35 @@ async def test_the_window_bounds_the_keys_kept() -> None:
     sp.close()
 
 
+async def test_keys_spread_over_the_members_fetching_and_move_when_one_stops() -> None:
+    clock = FakeClock()
+    log = Log([k % 8 for k in range(32)], batch=8)
+    sp, _ = make(clock)
+    both = ["a", "b"]
+    got_a = offsets(sp.acquire("a", log.batches, 100, keys=log.keys, members=both))
+    got_b = offsets(sp.acquire("b", log.batches, 100, keys=log.keys, members=both))
+    keys_a, keys_b = {log.key[o] for o in got_a}, {log.key[o] for o in got_b}
+    # Each takes every record of its own keys (as rendezvous hashing picks them), not the first
+    # fetcher all of them.
+    assert keys_a == {k for k in range(8) if rendezvous(both, hash(k)) == "a"}
+    assert keys_a and keys_b == set(range(8)) - keys_a
+    assert sorted(got_a + got_b) == list(range(32))
+    # b stops fetching: its keys go to a, but only once b's records are finished.
+    sp.acknowledge("a", min(got_a), min(got_a), [ACCEPT])
+    assert sp.acquire("a", log.batches, 100, keys=log.keys, members=["a"]) == []
+    await clock.advance(1.0)  # the locks expire
+    assert offsets(sp.acquire("a", log.batches, 100, keys=log.keys, members=["a"])) == sorted(
+        set(range(32)) - {min(got_a)})
+    sp.close()
+
+
 def _pending(sp: SharePartition) -> dict[int, tuple[RecordState, str | None]]:
     return {o: (s.state, s.member) for s in sp.spans() if s.state in PENDING for o in range(s.first, s.last + 1)}
 
 
 async def test_randomized_members_never_share_a_key_nor_break_its_order() -> None:
-    """Members acquire, accept, release, reject, renew, leave and let locks expire at random;
-    after every step no key is held by two members, and every acquisition took a record only
+    """Members acquire (with keys spread over some of them, or not), accept, release, reject,
+    renew, leave and let locks expire at random; after every step no key is held by two members, and every acquisition took a record only
     with every earlier unfinished record of its key."""
     clock = FakeClock()
     rng = random.Random(13)
@@ -188,7 +210,9 @@ async def test_randomized_members_never_share_a_key_nor_break_its_order() -> Non
         op = rng.random()
         if op < 0.45:
             before, spso, end = _pending(sp), sp.spso, sp.end
-            got = offsets(sp.acquire(m, log.batches[:produced], rng.choice([1, 5, 50]), keys=log.keys))
+            fetching = rng.choice([(), tuple(members), tuple(members[:2])])
+            got = offsets(sp.acquire(m, log.batches[:produced], rng.choice([1, 5, 50]), keys=log.keys,
+                                     members=fetching))
             acquired_any += len(got)
             taken = set(got)
             for o in got:
@@ -214,10 +238,9 @@ async def test_randomized_members_never_share_a_key_nor_break_its_order() -> Non
     # Everything finishes in the end: nothing waits forever.
     await clock.advance(10.0)
     for _ in range(400):
-        got = sp.acquire("z", log.batches, 50, keys=log.keys)
-        for f, la, _ in got:
-            sp.acknowledge("z", f, la, [ACCEPT])
-        if sp.spso == len(log.key) + 0 or sp.spso == 300:
+        if sp.spso == 300:
             break
+        for f, la, _ in sp.acquire("z", log.batches, 50, keys=log.keys):
+            sp.acknowledge("z", f, la, [ACCEPT])
     assert acquired_any > 300 and sp.spso == 300 and sp.spans() == []
     sp.close()

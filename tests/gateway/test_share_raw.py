@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from coordinator.share.partition import rendezvous
+from gateway.share_keys import key_id
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.describe_configs import DescribeConfigsRequest
 from kafka_wire.messages.find_coordinator import FindCoordinatorRequest
@@ -62,8 +64,9 @@ def _fetch(tid: uuid.UUID, epoch: int, acks: list[tuple[int, int, list[int]]] | 
                      for f, la, t in acks or []])])])
 
 
-def _ack(tid: uuid.UUID, epoch: int, acks: list[tuple[int, int, list[int]]], member: str = "m1") -> A:
-    return A(group_id="rg", member_id=member, share_session_epoch=epoch, topics=[A.AcknowledgeTopic(
+def _ack(tid: uuid.UUID, epoch: int, acks: list[tuple[int, int, list[int]]], member: str = "m1",
+         group: str = "rg") -> A:
+    return A(group_id=group, member_id=member, share_session_epoch=epoch, topics=[A.AcknowledgeTopic(
         topic_id=tid, partitions=[A.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
             A.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=t) for f, la, t in acks])])])
 
@@ -288,14 +291,16 @@ def test_key_shared_mode(module_standalone: StandaloneGateway, raw: Raw) -> None
     resp = raw.call(_fetch(tid, 1, [(0, 1, [RELEASE, ACCEPT]), (4, 5, [ACCEPT, RELEASE])], group=group), 2)
     assert resp.responses[0].partitions[0].acknowledge_error_code == 0
     assert acquired(resp) == [(0, 0)]
-    assert acquired(raw.call(_fetch(tid, 0, group=group, member="m2"), 2)) == []
+    # A second member, one the empty key goes to when both fetch (keys spread over members).
+    m2 = next(m for m in (f"m2-{i}" for i in range(100)) if rendezvous(["m1", m], key_id(b"")) == m)
+    assert acquired(raw.call(_fetch(tid, 0, group=group, member=m2), 2)) == []
     # m2's long poll is woken by m1 accepting n0: e0 is free.
     other = Raw(module_standalone.bootstrap)
     try:
         started = time.monotonic()
-        other.send(_fetch(tid, 1, group=group, member="m2", max_wait_ms=20000), 2)
-        resp = raw.call(_fetch(tid, 2, [(2, 2, [ACCEPT])], group=group), 2)
-        assert acquired(resp) == []
+        other.send(_fetch(tid, 1, group=group, member=m2, max_wait_ms=20000), 2)
+        resp = raw.call(_ack(tid, 2, [(2, 2, [ACCEPT])], group=group), 2)
+        assert resp.responses[0].partitions[0].error_code == 0
         got = other.recv(78, 2)
     finally:
         other.close()

@@ -127,7 +127,8 @@ final class ShareCommand {
 
     /**
      * Throughput (bench/share_groups.py): `consumers` KafkaShareConsumers (implicit acks) that each
-     * spend `work_us` per record, until `count` distinct offsets were delivered. Prints one
+     * spend `work_us` per record, until `count` distinct offsets were delivered (share_mode: the
+     * group's quire.share.mode). Prints one
      * "throughput" event: distinct records, deliveries, ms from the first delivery to the last.
      */
     static void bench(Harness.Args a) throws Exception {
@@ -135,6 +136,7 @@ final class ShareCommand {
         String group = a.str("group");
         String topic = a.str("topic");
         if (!a.str("reset", "").isEmpty()) setReset(bootstrap, group, a.str("reset"));
+        if (!a.str("share_mode", "").isEmpty()) setGroupConfig(bootstrap, group, "quire.share.mode", a.str("share_mode"));
         int consumers = a.integer("consumers", 1);
         int maxPoll = a.integer("max_poll", 500);
         int count = a.integer("count");

@@ -39,8 +39,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * <p>Key-shared checks: deliveries carry the key and the wall-clock time ("at"); an explicit-mode
  * consumer prints "acking" just before each commitSync (the records it holds are held at least
  * from their delivery to then), work_ms=N makes it spend N ms per record, and leave_after=N makes
- * consumer c0 close after its N-th non-empty poll without acknowledging it ("closing" is printed
- * before close(), which returns those records to the others).
+ * the first consumer to reach its N-th non-empty poll close without acknowledging it ("closing"
+ * is printed before close(), which returns those records to the others).
  */
 final class ShareCommand {
     private ShareCommand() {}
@@ -64,6 +64,7 @@ final class ShareCommand {
         Set<Long> accepted = ConcurrentHashMap.newKeySet();
         java.util.concurrent.atomic.AtomicInteger delivered = new java.util.concurrent.atomic.AtomicInteger();
         AtomicBoolean stop = new AtomicBoolean();
+        AtomicBoolean left = new AtomicBoolean();
         List<Thread> threads = new ArrayList<>();
         List<Throwable> failures = new ArrayList<>();
         for (int i = 0; i < consumers; i++) {
@@ -74,7 +75,8 @@ final class ShareCommand {
                     int polls = 0;
                     while (!stop.get() && System.currentTimeMillis() < deadline) {
                         var records = c.poll(Duration.ofMillis(200));
-                        boolean leaving = leaveAfter > 0 && name.equals("c0") && !records.isEmpty() && ++polls >= leaveAfter;
+                        boolean leaving = leaveAfter > 0 && !records.isEmpty() && ++polls >= leaveAfter
+                                && left.compareAndSet(false, true);
                         for (ConsumerRecord<String, String> r : records) {
                             Harness.emit("delivery", "consumer", name, "partition", r.partition(), "offset", r.offset(),
                                     "key", r.key(), "value", r.value(), "at", System.currentTimeMillis(),

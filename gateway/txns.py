@@ -206,11 +206,10 @@ async def check_partitions_in_txn(
 def txn_verifier(txns: TxnCoordinators, node_id: int) -> TxnVerifier:
     """The produce path's TxnVerifier (kafka_log/txn.py) over this gateway's coordinators."""
 
-    async def verify(transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int,
-                     add_partition: bool) -> ErrorCode:
-        tp = (topic, partition)
-        codes = await check_partitions_in_txn(txns, node_id, transactional_id, producer_id, producer_epoch, {tp},
-                                              add=add_partition)
-        return ErrorCode(codes[tp])
+    async def verify(transactional_id: str, producer_id: int, producer_epoch: int, partitions: set[TopicPartition],
+                     add_partition: bool) -> dict[TopicPartition, ErrorCode]:
+        codes = await check_partitions_in_txn(txns, node_id, transactional_id, producer_id, producer_epoch,
+                                              partitions, add=add_partition)
+        return {tp: ErrorCode(code) for tp, code in codes.items()}
 
     return verify

@@ -131,20 +131,21 @@ class MarkerWriter(Protocol):
     ) -> Awaitable[ErrorCode]: ...
 
 
-# Before a partition owner appends the first transactional batch of a producer's transaction, it
-# asks the coordinator (transaction.partition.verification.enable):
-#   verifier(transactional_id, producer_id, producer_epoch, topic, partition, add_partition)
-# add_partition False: AddPartitionsToTxn verify-only (TV1, Produce < v12); True: add it (TV2,
-# KIP-890 part 2). Answers NONE to go on, else the coordinator's per-partition AddPartitionsToTxn
-# error as is (INVALID_TXN_STATE when the partition is not in the transaction, PRODUCER_FENCED,
-# TRANSACTION_ABORTABLE, CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ...):
-# the produce path maps them for the client as Kafka 4.4's brokers do
+# Before a partition owner appends the first transactional batch of a producer's transaction on
+# partitions, it asks the coordinator (transaction.partition.verification.enable), for all the
+# partitions of one Produce request at once:
+#   verifier(transactional_id, producer_id, producer_epoch, {(topic, partition), ...}, add_partition)
+# add_partition False: AddPartitionsToTxn verify-only (TV1, Produce < v12); True: add them (TV2,
+# KIP-890 part 2). Answers per partition NONE to go on, else the coordinator's per-partition
+# AddPartitionsToTxn error as is (INVALID_TXN_STATE when the partition is not in the transaction,
+# PRODUCER_FENCED, TRANSACTION_ABORTABLE, CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE,
+# NOT_COORDINATOR, ...): the produce path maps them for the client as Kafka 4.4's brokers do
 # (gateway/handlers/produce.py verification_error).
-TxnVerifier = Callable[[str, int, int, str, int, bool], Awaitable[ErrorCode]]
+TxnVerifier = Callable[[str, int, int, set[tuple[str, int]], bool], Awaitable[dict[tuple[str, int], ErrorCode]]]
 
 
 async def accept_all(
-    transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int, add_partition: bool
-) -> ErrorCode:
+    transactional_id: str, producer_id: int, producer_epoch: int, partitions: set[tuple[str, int]], add_partition: bool
+) -> dict[tuple[str, int], ErrorCode]:
     """The default verifier: every transactional batch is accepted."""
-    return ErrorCode.NONE
+    return dict.fromkeys(partitions, ErrorCode.NONE)

@@ -106,7 +106,10 @@ class TxnCoordinator:
         self._tasks: set[asyncio.Task[None]] = set()
         self._completions: dict[str, asyncio.Task[None]] = {}
         self._add_writes: dict[str, asyncio.Future[None]] = {}  # an add being written, per id
-        self._queued_adds: dict[str, set[TopicPartition]] = {}  # partitions waiting for it
+        # partitions waiting for an add being written or for the completion of the previous
+        # transaction, and the highest client version that asked for them
+        self._queued_adds: dict[str, set[TopicPartition]] = {}
+        self._queued_versions: dict[str, int] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -154,12 +157,14 @@ class TxnCoordinator:
 
     # ---- writes ----------------------------------------------------------------------------
 
-    async def _write(self, txn: TxnMetadata, new: TxnMetadata) -> int:
-        """Write `new` as txn's next state; apply it once the log has it (Kafka's
-        appendTransactionToLog). Returns the error a client sees."""
-        txn.pending = new.state
+    async def _write(self, txn: TxnMetadata, new: TxnMetadata, *then: TxnMetadata) -> int:
+        """Write `new` (and the states `then` after it, in the same log entry) as txn's next
+        state(s); apply them once the log has them (Kafka's appendTransactionToLog). Returns the
+        error a client sees."""
+        states = (new, *then)
+        txn.pending = states[-1].state
         batch = build_batch([NewRecord(encode_key(txn.transactional_id),
-                                       None if new.state is TxnState.DEAD else encode_value(new))])
+                                       None if st.state is TxnState.DEAD else encode_value(st)) for st in states])
         try:
             await self.log.append(batch)
         except ShardLogError as e:
@@ -172,8 +177,9 @@ class TxnCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if not self.active or self.txns.get(txn.transactional_id) is not txn:
             return ErrorCode.NOT_COORDINATOR
-        txn.apply(new)
-        if new.state is TxnState.DEAD:
+        for st in states:
+            txn.apply(st)
+        if txn.state is TxnState.DEAD:
             del self.txns[txn.transactional_id]
         return ErrorCode.NONE
 
@@ -289,8 +295,10 @@ class TxnCoordinator:
                 return ErrorCode.NONE
             busy = self._add_writes.get(tid) or (self._completions.get(tid) if txn.state in PREPARE else None)
             if busy is not None:
-                if txn.state not in PREPARE:
-                    self._queued_adds.setdefault(tid, set()).update(partitions)
+                # written with the add in flight, or with the completion's COMPLETE_* (one
+                # write: the next transaction's first produce does not wait for two in a row)
+                self._queued_adds.setdefault(tid, set()).update(partitions)
+                self._queued_versions[tid] = max(client_version, self._queued_versions.get(tid, 0))
                 completing = txn.state in PREPARE
                 try:
                     await asyncio.wait_for(asyncio.shield(busy), self.config.max_wait_ms / 1000)
@@ -309,7 +317,8 @@ class TxnCoordinator:
                 new.partitions, new.start_ms = set(), now
             new.partitions |= partitions | self._queued_adds.pop(tid, set())
             new.state, new.last_update_ms = TxnState.ONGOING, now
-            new.client_version = max(client_version, txn.client_version if txn.state is TxnState.ONGOING else 0)
+            new.client_version = max(client_version, self._queued_versions.pop(tid, 0),
+                                     txn.client_version if txn.state is TxnState.ONGOING else 0)
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._add_writes[tid] = done
             try:
@@ -441,11 +450,21 @@ class TxnCoordinator:
         if not self.active or self.txns.get(txn.transactional_id) is not txn:
             return
         # Nothing else writes a prepared transaction: every request answers CONCURRENT_TRANSACTIONS.
+        now = _now_ms()
         new = txn.copy()
         new.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         new.partitions = set()
-        new.last_update_ms = _now_ms()
-        err = await self._write(txn, new)
+        new.last_update_ms = now
+        queued = self._queued_adds.pop(txn.transactional_id, None)
+        version = self._queued_versions.pop(txn.transactional_id, 0)
+        if not queued:
+            err = await self._write(txn, new)
+        else:
+            # The next transaction's partitions, asked for while the markers were written: its
+            # ONGOING goes in the same log entry, after COMPLETE_* (both persisted, in order).
+            nxt = new.copy()
+            nxt.state, nxt.partitions, nxt.start_ms, nxt.client_version = TxnState.ONGOING, queued, now, version
+            err = await self._write(txn, new, nxt)
         if err:
             log.warning("transaction %s: writing %s failed (%d)", txn.transactional_id, new.state.state_name, err)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.context import RequestContext
 from gateway.dispatch import CloseConnection
@@ -28,6 +28,9 @@ from kafka_wire.exceptions import DecodeError
 from kafka_wire.hotpath import decode_produce_request
 from kafka_wire.messages.produce import ProduceResponse
 from kafka_wire.records.batch import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID
+
+if TYPE_CHECKING:
+    from gateway.topics.registry import TopicInfo
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -74,35 +77,72 @@ def verification_error(code: ErrorCode, api_version: int) -> KafkaApiError:
 
 
 VERIFY_ATTEMPTS = 3  # asking again at once after CONCURRENT_TRANSACTIONS (see below)
+TopicPartition = tuple[str, int]
+
+
+def _producer(records: memoryview) -> tuple[int, int]:
+    """(producer id, epoch) of a batch (-1 when it is too short to carry them: validation refuses it)."""
+    if len(records) < OFF_PRODUCER_ID + 10:
+        return -1, -1
+    return (int.from_bytes(records[OFF_PRODUCER_ID : OFF_PRODUCER_ID + 8], "big", signed=True),
+            int.from_bytes(records[OFF_PRODUCER_ID + 8 : OFF_PRODUCER_ID + 10], "big", signed=True))
+
+
+async def _verify_producer(
+    ctx: RequestContext, transactional_id: str, pid: int, epoch: int, plogs: dict[TopicPartition, PartitionLog]
+) -> dict[TopicPartition, int | KafkaApiError]:
+    """One coordinator question for all the partitions of a request where this producer's batch
+    would open its transaction (one AddPartitionsToTxn, so one coordinator write under TV2, not
+    one per partition): per partition the verification guard for the append, or the error."""
+    out: dict[TopicPartition, int | KafkaApiError] = {}
+    todo = dict(plogs)
+    for _ in range(VERIFY_ATTEMPTS):
+        guards = {tp: plog.producers.verification_guard(pid) for tp, plog in todo.items()}
+        codes = await ctx.services.txn_verifier(transactional_id, pid, epoch, set(todo),
+                                                ctx.api_version >= TV2_PRODUCE_VERSION)
+        for tp in list(todo):
+            code = ErrorCode(codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR))
+            # CONCURRENT_TRANSACTIONS: the coordinator answers it once the previous transaction's
+            # markers are in (which changed the guard): ask again, as Kafka's AddPartitionsToTxnManager
+            if code == ErrorCode.CONCURRENT_TRANSACTIONS:
+                out[tp] = verification_error(code, ctx.api_version)
+                continue
+            out[tp] = guards[tp] if code == ErrorCode.NONE else verification_error(code, ctx.api_version)
+            del todo[tp]
+        if not todo:
+            break
+    return out
 
 
 async def _verify_transactional(
-    ctx: RequestContext, transactional_id: str | None, plog: PartitionLog, records: memoryview
-) -> int | None:
-    """KafkaApiError unless the batch may be appended: a transactional batch that would open a
-    transaction on this partition needs the coordinator's confirmation first. Returns the
-    producer's verification guard for the append (None: nothing was verified)."""
+    ctx: RequestContext, transactional_id: str | None, batches: dict[TopicPartition, tuple[PartitionLog, memoryview]]
+) -> dict[TopicPartition, int | KafkaApiError]:
+    """Which transactional batches of a request may be appended: a batch that would open a
+    transaction on its partition needs the coordinator's confirmation first. Per partition that
+    needed it, the producer's verification guard for the append or the KafkaApiError to answer
+    (partitions absent: nothing to verify). The partitions are verified together."""
     if not ctx.services.config.transaction_partition_verification:
-        return None
-    if len(records) < OFF_PRODUCER_ID + 10:
-        return None  # refused by validation
-    pid = int.from_bytes(records[OFF_PRODUCER_ID : OFF_PRODUCER_ID + 8], "big", signed=True)
-    epoch = int.from_bytes(records[OFF_PRODUCER_ID + 8 : OFF_PRODUCER_ID + 10], "big", signed=True)
-    if pid < 0 or plog.producers.in_transaction(pid, epoch):
-        return None
-    if transactional_id is None:
-        raise KafkaApiError(int(ErrorCode.INVALID_TXN_STATE), "a transactional batch without a transactional id")
-    for _ in range(VERIFY_ATTEMPTS):
-        guard = plog.producers.verification_guard(pid)
-        code = await ctx.services.txn_verifier(transactional_id, pid, epoch, plog.topic.name, plog.partition,
-                                               ctx.api_version >= TV2_PRODUCE_VERSION)
-        # CONCURRENT_TRANSACTIONS: the coordinator answers it once the previous transaction's
-        # markers are in (which changed the guard): ask again, as Kafka's AddPartitionsToTxnManager
-        if code != ErrorCode.CONCURRENT_TRANSACTIONS:
-            break
-    if code == ErrorCode.NONE:
-        return guard
-    raise verification_error(code, ctx.api_version)
+        return {}
+    out: dict[TopicPartition, int | KafkaApiError] = {}
+    by_producer: dict[tuple[int, int], dict[TopicPartition, PartitionLog]] = defaultdict(dict)
+    for tp, (plog, records) in batches.items():
+        pid, epoch = _producer(records)
+        if pid < 0 or plog.producers.in_transaction(pid, epoch):
+            continue
+        if transactional_id is None:
+            out[tp] = KafkaApiError(int(ErrorCode.INVALID_TXN_STATE), "a transactional batch without a transactional id")
+            continue
+        by_producer[(pid, epoch)][tp] = plog
+    if by_producer and transactional_id is not None:
+        tid = transactional_id
+        for r in await asyncio.gather(*(_verify_producer(ctx, tid, pid, epoch, plogs)
+                                        for (pid, epoch), plogs in by_producer.items())):
+            out.update(r)
+    return out
+
+
+def _topic_error(code: int, version: int) -> int:
+    return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if code == ErrorCode.UNKNOWN_TOPIC_ID and version < 13 else code
 
 
 def _error(index: int, code: int, message: str = "") -> PartitionResponse:
@@ -128,6 +168,8 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
     topics = TopicCache(ctx.services.topics, ctx.services.partitions)
     # (topic key, partition index) -> settled response or pending append
     slots: list[tuple[str | uuid.UUID, int, PartitionResponse | asyncio.Future[AppendResult]]] = []
+    # (topic key, partition index, records, topic, log) of the batches to append, in request order
+    todo: list[tuple[str | uuid.UUID, int, memoryview | None, TopicInfo, PartitionLog]] = []
     for topic, index, records in req.partitions:
         if req.acks not in (0, 1, -1):
             slots.append((topic, index, _error(index, ErrorCode.INVALID_REQUIRED_ACKS)))
@@ -141,9 +183,18 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
             if importing:
                 slots.append((topic, index, plog.import_batches(records)))
                 continue
-            guard = None
-            if records is not None and _is_transactional(records):
-                guard = await _verify_transactional(ctx, req.transactional_id, plog, records)
+        except KafkaApiError as e:
+            slots.append((topic, index, _error(index, _topic_error(e.error_code, version), e.message)))
+            continue
+        todo.append((topic, index, records, info, plog))
+    transactional = {(plog.topic.name, plog.partition): (plog, records)
+                     for _, _, records, _, plog in todo if records is not None and _is_transactional(records)}
+    verified = await _verify_transactional(ctx, req.transactional_id, transactional) if transactional else {}
+    for topic, index, records, info, plog in todo:
+        try:
+            guard = verified.get((plog.topic.name, plog.partition))
+            if isinstance(guard, KafkaApiError):
+                raise guard
             fut = plog.append(
                 records,
                 api_version=version,
@@ -159,10 +210,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
             slots.append((topic, index, _record_errors(index, e)))
             continue
         except KafkaApiError as e:
-            code = e.error_code
-            if code == ErrorCode.UNKNOWN_TOPIC_ID and version < 13:
-                code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            slots.append((topic, index, _error(index, code, e.message)))
+            slots.append((topic, index, _error(index, _topic_error(e.error_code, version), e.message)))
             continue
         slots.append((topic, index, fut))
     # Sequenced: the connection's next request may start; only a next Produce overlaps our wait.

@@ -274,7 +274,7 @@ async def test_list_filters() -> None:
 async def test_partition_owner_add_asks_again_after_the_completion() -> None:
     markers = Markers()
     markers.failing = {TP}
-    c, _, _ = await coordinator(markers=markers)
+    c, log, _ = await coordinator(markers=markers)
     r = await c.init_producer_id("a", 60000)
     await c.add_partitions("a", r.producer_id, 0, {TP}, client_version=2)
     end = await c.end_txn("a", r.producer_id, 0, True, tv2=True)
@@ -285,6 +285,15 @@ async def test_partition_owner_add_asks_again_after_the_completion() -> None:
     await markers.refused.wait()
     markers.failing.clear()
     assert await add == E.CONCURRENT_TRANSACTIONS
-    assert c.txns["a"].state is TxnState.COMPLETE_COMMIT
+    # the add waiting was written with the completion: COMPLETE_COMMIT then ONGOING, one log entry
+    txn = c.txns["a"]
+    assert (txn.state, txn.partitions, txn.producer_epoch) == (TxnState.ONGOING, {("t", 1)}, end.producer_epoch)
+    assert stored_states(log)[-2:] == [("a", "CompleteCommit"), ("a", "Ongoing")]
+    assert sum(1 for b in iter_batches(log.batches[-1]) for _ in b.records()) == 2
+    entries = len(log.batches)
     assert await c.add_partitions("a", r.producer_id, end.producer_epoch, {("t", 1)}, client_version=2,
                                   retry_after_completion=True) == E.NONE
+    assert len(log.batches) == entries  # already in the transaction: nothing written
+    # a takeover replays both states of the entry
+    c2, _, _ = await coordinator(log)
+    assert (c2.txns["a"].state, c2.txns["a"].partitions) == (TxnState.ONGOING, {("t", 1)})

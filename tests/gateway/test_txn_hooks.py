@@ -24,7 +24,7 @@ from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.produce import ProduceRequest
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
-from tests.gateway.test_partition_log import open_log
+from tests.gateway.test_partition_log import REPL, open_log
 from tests.gateway.test_partition_txn import tbatch
 from tests.store.managed.fakes import FakeLedgerClient
 
@@ -46,9 +46,10 @@ class Verifier:
         self.calls: list[tuple[str, int, int, str, int, bool]] = []
         self.answer = ErrorCode.NONE
 
-    async def __call__(self, txn_id: str, pid: int, epoch: int, topic: str, partition: int, add: bool) -> ErrorCode:
-        self.calls.append((txn_id, pid, epoch, topic, partition, add))
-        return self.answer
+    async def __call__(self, txn_id: str, pid: int, epoch: int, partitions: set[tuple[str, int]],
+                       add: bool) -> dict[tuple[str, int], ErrorCode]:
+        self.calls.extend((txn_id, pid, epoch, topic, partition, add) for topic, partition in sorted(partitions))
+        return dict.fromkeys(partitions, self.answer)
 
 
 def services(p: PartitionLog, verifier: Verifier, *, verify: bool = True) -> Any:
@@ -141,11 +142,59 @@ async def test_marker_writer(plog: PartitionLog) -> None:
 
 async def test_a_marker_during_verification_refuses_the_batch(plog: PartitionLog) -> None:
     class AbortMeanwhile(Verifier):
-        async def __call__(self, txn_id: str, pid: int, epoch: int, topic: str, partition: int,
-                           add: bool) -> ErrorCode:
+        async def __call__(self, txn_id: str, pid: int, epoch: int, partitions: set[tuple[str, int]],
+                           add: bool) -> dict[tuple[str, int], ErrorCode]:
             await plog.append_marker(pid, epoch, False, 0)  # the coordinator aborted meanwhile
-            return await super().__call__(txn_id, pid, epoch, topic, partition, add)
+            return await super().__call__(txn_id, pid, epoch, partitions, add)
 
     v = AbortMeanwhile()
     assert (await produce(services(plog, v), tbatch(1, pid=5, seq=0)))[0] == ErrorCode.INVALID_TXN_STATE
     assert plog.high_watermark == 1 and not plog.producers.in_transaction(5)  # only the marker
+
+
+async def test_the_partitions_of_a_request_are_verified_together(plog: PartitionLog, tmp_path: Path) -> None:
+    """One coordinator question for all the partitions a request opens the transaction on (one
+    AddPartitionsToTxn, so one coordinator write under TV2), answered per partition."""
+    m: MetaStore = open_meta(f"embedded://{tmp_path / 'meta1'}")
+    await m.start()
+    two = dataclasses.replace(plog.topic, partitions=2)
+    other = await PartitionLog.open(m, FakeLedgerClient(), two, 1, replication=REPL)
+    plogs = {0: plog, 1: other}
+
+    class PerPartition(Verifier):
+        async def __call__(self, txn_id: str, pid: int, epoch: int, partitions: set[tuple[str, int]],
+                           add: bool) -> dict[tuple[str, int], ErrorCode]:
+            self.calls.append((txn_id, pid, epoch, "+".join(f"{t}-{p}" for t, p in sorted(partitions)), -1, add))
+            return {tp: ErrorCode.INVALID_TXN_STATE if tp[1] == 1 and self.answer else ErrorCode.NONE
+                    for tp in partitions}
+
+    async def get_topic(name: str) -> TopicInfo | None:
+        return two if name == two.name else None
+
+    async def get_log(info: TopicInfo, partition: int) -> PartitionLog:
+        return plogs[partition]
+
+    v = PerPartition()
+    svc = SimpleNamespace(topics=SimpleNamespace(get=get_topic), partitions=SimpleNamespace(get=get_log), groups=None,
+                          config=SimpleNamespace(transaction_partition_verification=True), txn_verifier=v)
+
+    async def both(seq: int) -> list[tuple[int, int]]:
+        parts = [ProduceRequest.PartitionProduceData(index=i, records=bytes(tbatch(1, pid=5, seq=seq)))
+                 for i in (0, 1)]
+        req = ProduceRequest(transactional_id="tx", acks=-1, timeout_ms=10_000,
+                             topic_data=[ProduceRequest.TopicProduceData(name=two.name, partition_data=parts)])
+        ctx = RequestContext(0, 12, 1, "t", "test:12", svc)
+        resp = await handle_produce(ctx, memoryview(bytearray(req.encode(12))))
+        assert resp is not None
+        return [(r.error_code, r.base_offset) for r in resp.responses[0].partition_responses]
+
+    try:
+        v.answer = ErrorCode.INVALID_TXN_STATE  # partition 1 refused, partition 0 accepted
+        assert await both(0) == [(0, 0), (ErrorCode.INVALID_TXN_STATE, -1)]
+        assert v.calls == [("tx", 5, 0, f"{two.name}-0+{two.name}-1", -1, True)]
+        v.answer = ErrorCode.NONE
+        assert await both(1) == [(0, 1), (0, 0)]
+        assert len(v.calls) == 2 and v.calls[-1][3] == f"{two.name}-1"  # partition 0 is in the transaction now
+    finally:
+        await other.close()
+        await m.close()

@@ -10,16 +10,19 @@ ledgers not persisted yet travel in the log's producer snapshot (L_ABORTED), and
 rebuilt from the log tail. A read_committed fetch of [start, upper) needs every aborted
 transaction overlapping it: a binary search on last offsets, then forward until an entry whose
 last stable offset reaches `upper` (no later abort can start before it), as Kafka's
-collectAbortedTxns, all in memory.
+collectAbortedTxns, all in memory. A reader drops those transactions' batches with
+AbortedFilter, as Kafka's consumer does with the list a read_committed fetch returns.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Awaitable, Callable, Iterable
 from typing import NamedTuple, Protocol
 
 from kafka_wire.errors import ErrorCode
+from kafka_wire.records import RecordBatch, read_end_txn_marker
 
 P_ABORTED = "k.aborted"  # ledger property: "pid,first,last,lso;..." of the aborts marked in it
 L_ABORTED = "kafka.aborted"  # log property: "ledger,pid,first,last,lso;..." not yet in ledger props
@@ -105,6 +108,36 @@ class AbortedIndex:
 
     def entries(self) -> Iterable[tuple[int, AbortedTxn]]:
         return zip(self._ledgers, self._txns)
+
+
+class AbortedFilter:
+    """Kafka's read_committed filtering of batches read in offset order, by batch header (as the
+    Java consumer's fetcher), given `AbortedIndex.collect`'s (producer id, first offset) of the
+    aborted transactions the read overlaps: a transactional batch is aborted when its producer
+    has an aborted transaction starting at or before it not yet closed by an abort marker.
+    Control batches are skipped too (no records for a consumer)."""
+
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        self.pending = [(first, pid) for pid, first in aborted]
+        heapq.heapify(self.pending)
+        self.active: set[int] = set()
+
+    def skip(self, b: RecordBatch) -> bool:
+        pid = b.producer_id
+        if pid >= 0:  # a marker too: a read starting at one closes a transaction begun before it
+            while self.pending and self.pending[0][0] <= b.last_offset:
+                self.active.add(heapq.heappop(self.pending)[1])
+        if b.is_control:
+            if b.is_transactional and b.record_count:
+                marker = read_end_txn_marker(b)
+                if marker is not None and not marker.commit:
+                    self.active.discard(pid)
+            return True
+        return b.is_transactional and pid in self.active
+
+    def keep(self, batches: Iterable[bytes | memoryview]) -> list[bytes | memoryview]:
+        """The stored batches a read_committed consumer gets records from, in order."""
+        return [d for d in batches if not self.skip(RecordBatch(d))]
 
 
 # ---- the coordinator <-> partition owner interface ------------------------------------------------

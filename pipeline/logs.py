@@ -70,6 +70,8 @@ class Slice:
     start: int
     end: int
     ledgers: tuple[int, ...]
+    # read_committed: (producer id, first offset) of the aborted transactions to drop (None: read_uncommitted)
+    aborted: tuple[tuple[int, int], ...] | None = None
 
 
 def offset_index(md: LogMetadata) -> OffsetIndex:

@@ -48,6 +48,7 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     include_headers: bool = False
     fail_on_data_loss: bool = True
+    read_committed: bool = False  # kafka.isolation.level
     slice_bytes: int = SLICE_BYTES
     # Settings, not a tier: each task builds its own tier (thread pool, S3 client) from them.
     offload: OffloadSettings | None = None
@@ -148,6 +149,25 @@ def _bool_option(opts: dict[str, str], key: str, name: str, default: bool) -> bo
     return v == "true"
 
 
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+ISOLATION_KEYS = ("kafka.isolation.level", "isolation.level")  # Spark's name (a consumer setting), bare
+
+
+def _isolation(opts: dict[str, str]) -> bool:
+    """read_committed? Kafka's consumer setting, passed as Spark's Kafka source passes it."""
+    levels = {}
+    for key in ISOLATION_KEYS:
+        if key in opts:
+            v = opts[key].strip().lower()
+            if v not in ISOLATION_LEVELS:
+                raise OptionError(f"Invalid value '{opts[key]}' for option '{key}', must be one of "
+                                  f"{', '.join(ISOLATION_LEVELS)}")
+            levels[key] = v
+    if len(set(levels.values())) > 1:
+        raise OptionError(f"Options '{ISOLATION_KEYS[0]}' and '{ISOLATION_KEYS[1]}' disagree")
+    return "read_committed" in levels.values()
+
+
 def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Validated source options (keys are case-insensitive, as in Spark)."""
     opts = _lower(options)
@@ -201,6 +221,7 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     out.max_offsets_per_trigger = _int_option(opts, "maxoffsetspertrigger", "maxOffsetsPerTrigger")
     out.include_headers = _bool_option(opts, "includeheaders", "includeHeaders", False)
     out.fail_on_data_loss = _bool_option(opts, "failondataloss", "failOnDataLoss", True)
+    out.read_committed = _isolation(opts)
     out.slice_bytes = _int_option(opts, "quire.slicebytes", "quire.sliceBytes") or SLICE_BYTES
     out.offload = offload(opts)
     return out

@@ -39,7 +39,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafka_log.txn import AbortedFilter
 from pipeline import options as opt
+from pipeline.committed import Committed, committed
 from pipeline.logs import (
     PartitionState,
     Quire,
@@ -144,14 +146,30 @@ async def _states(q: Quire, o: opt.SourceOptions, parts: set[int] | None = None)
     return list(await asyncio.gather(*(q.state(t, p) for t, p in tps)))
 
 
+async def _committed(q: Quire, o: opt.SourceOptions, states: list[PartitionState]
+                     ) -> dict[opt.TopicPartition, Committed] | None:
+    """read_committed: each partition's LSO and aborted transactions (None: read_uncommitted)."""
+    if not o.read_committed:
+        return None
+    got = await asyncio.gather(*(committed(q, st) for st in states))
+    return {(st.topic, st.partition): c for st, c in zip(states, got)}
+
+
 async def _plan_batch(o: opt.SourceOptions, pruning: Pruning) -> list[Slice]:
     async with Quire(o.meta_url, o.offload) as q:
         out: list[Slice] = []
-        for st in await _states(q, o, pruning.partitions):
+        states = await _states(q, o, pruning.partitions)
+        txns = await _committed(q, o, states)
+        for st in states:
+            c = txns[(st.topic, st.partition)] if txns is not None else None
+            st = c.stable(st) if c is not None else st
             start = await q.resolve(st, o.starting, starting=True, strategy=o.timestamp_strategy)
             end = await q.resolve(st, o.ending, starting=False)
             start, end = pruning.clip(start, end)
-            out.extend(plan_slices(st, start, end, min_ts=pruning.min_ts, slice_bytes=o.slice_bytes))
+            if c is not None:
+                end = min(end, c.lso)  # never into open transactions, even when asked
+            slices = plan_slices(st, start, end, min_ts=pruning.min_ts, slice_bytes=o.slice_bytes)
+            out.extend(c.mark(slices) if c is not None else slices)
         return out
 
 
@@ -165,9 +183,11 @@ class SliceReader:
         schema = arrow_schema(self.schema)
 
         async def batches() -> AsyncIterator[pa.RecordBatch]:
+            # read_committed: the aborted transactions' batches dropped before decoding
+            keep = AbortedFilter(sl.aborted).keep if sl.aborted is not None else None
             async with Quire(self.opts.meta_url, self.opts.offload) as q:
                 async for chunk in q.read_range(sl, fail_on_data_loss=self.opts.fail_on_data_loss):
-                    yield to_arrow(chunk, sl.topic, sl.partition, sl.start, sl.end, schema)
+                    yield to_arrow(keep(chunk) if keep else chunk, sl.topic, sl.partition, sl.start, sl.end, schema)
 
         for rb in iterate(batches):
             if rb.num_rows:
@@ -217,11 +237,21 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader, SupportsTriggerAvai
         self.opts = o
         self.schema = schema
         self.target: dict[opt.TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+        self.txns: dict[opt.TopicPartition, Committed] = {}  # read_committed: as of the last latestOffset
+
+    async def _stable(self, q: Quire) -> list[PartitionState]:
+        """The partitions, with "latest" their LSO when read_committed."""
+        states = await _states(q, self.opts)
+        txns = await _committed(q, self.opts, states)
+        if txns is None:
+            return states
+        self.txns = txns
+        return [txns[(st.topic, st.partition)].stable(st) for st in states]
 
     def _latest(self) -> dict[opt.TopicPartition, int]:
         async def go() -> dict[opt.TopicPartition, int]:
             async with Quire(self.opts.meta_url, self.opts.offload) as q:
-                return {(st.topic, st.partition): st.latest for st in await _states(q, self.opts)}
+                return {(st.topic, st.partition): st.latest for st in await self._stable(q)}
 
         return run(go())
 
@@ -232,7 +262,7 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader, SupportsTriggerAvai
         async def go() -> TopicOffsets:
             async with Quire(self.opts.meta_url, self.opts.offload) as q:
                 out = {}
-                for st in await _states(q, self.opts):
+                for st in await self._stable(q):
                     out[(st.topic, st.partition)] = await q.resolve(
                         st, self.opts.starting, starting=True, strategy=self.opts.timestamp_strategy)
                 return to_json_offsets(out)
@@ -262,8 +292,15 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader, SupportsTriggerAvai
                 out: list[Slice] = []
                 for st in await _states(q, self.opts):
                     tp = (st.topic, st.partition)
-                    if tp in until:
-                        out.extend(plan_slices(st, begin.get(tp, 0), until[tp], slice_bytes=self.opts.slice_bytes))
+                    if tp not in until:
+                        continue
+                    slices = plan_slices(st, begin.get(tp, 0), until[tp], slice_bytes=self.opts.slice_bytes)
+                    if self.opts.read_committed:
+                        c = self.txns.get(tp)
+                        if c is None or c.lso < until[tp]:  # planned by an earlier run of the query
+                            c = await committed(q, st)
+                        slices = c.mark(slices)
+                    out.extend(slices)
                 return out
 
         if begin == until:

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gateway.partition.producers import BatchMeta, ProducerStates
 from kafka_log.index import LedgerIndex, OffsetIndex
 from kafka_log.keys import L_NEXT, L_PRODUCERS, L_START
 from kafka_log.txn import L_ABORTED, AbortedIndex, AbortedTxn
-from kafka_log.view import scan
+from kafka_log.view import SegmentedLog, scan
 from kafka_wire.records import RecordBatch, read_end_txn_marker
 from kafka_wire.records.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from store.managed.log import ManagedLog
+from store.managed.metadata import LedgerInfo
 from store.managed.position import Position
 
 log = logging.getLogger(__name__)
@@ -37,14 +39,23 @@ class Rebuilt:
 
 async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
     """The state of an opened log (all ledgers but the new current one are closed)."""
-    props = ml.properties
+    # Up to the new current ledger (this owner's, empty): every older one is closed.
+    return await replay_state(ml, ml.properties, ml.ledgers[:-1], what, end=Position(ml.current_ledger_id, -1))
+
+
+async def replay_state(
+    source: SegmentedLog, props: Mapping[str, str], ledgers: list[LedgerInfo], what: str, *, end: Position | None = None
+) -> Rebuilt:
+    """The state of a log from its metadata (`props`, `ledgers`) and the entries after what it
+    persisted, read from `source` up to `end` (None: as far as it reads, a non-owning reader's
+    open tail up to its LAC: how the data source learns a read_committed read's bounds)."""
     producers, snap_upto = ProducerStates.from_snapshot(props.get(L_PRODUCERS))
     index = OffsetIndex()
     aborted = AbortedIndex()
     rebuilt: list[LedgerIndex] = []
     unindexed: Position | None = None  # the first entry no persisted index covers
-    for li in ml.ledgers[:-1]:
-        if li.entries <= 0:
+    for li in ledgers:
+        if li.closed and li.entries <= 0:
             continue
         idx = None if unindexed is not None else LedgerIndex.from_props(li.ledger_id, li.props)
         if idx is not None:
@@ -64,8 +75,7 @@ async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
     if start is not None:
         log.info("partition %s: replaying from %s (producer snapshot up to %d)", what, start, snap_upto)
         now = int(time.time() * 1000)
-        # Up to the new current ledger (this owner's, empty): every older one is closed.
-        async for entries in scan(ml, start, end=Position(ml.current_ledger_id, -1)):
+        async for entries in scan(source, start, end=end):
             for e in entries:
                 h = RecordBatch(e.data).header()
                 base, nxt = h[0], h[0] + h[6] + 1

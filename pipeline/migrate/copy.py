@@ -11,11 +11,11 @@ Quire and would collide with the ids its own producers get."""
 
 from __future__ import annotations
 
-import heapq
 import struct
 import time
 from dataclasses import dataclass
 
+from kafka_log.txn import AbortedFilter
 from kafka_wire.records import RecordBatch, iter_batches
 from kafka_wire.records.batch import (
     ATTR_TIMESTAMP_TYPE,
@@ -31,7 +31,6 @@ from pipeline.kafka_client import EARLIEST, LATEST, Connection, KafkaError
 
 FETCH_BYTES = 8 << 20
 IMPORT_BYTES = 4 << 20
-ABORT_MARKER = 0  # control record type of an abort (1: commit)
 OFFSET_OUT_OF_RANGE = 1
 _LENGTH, _ATTRS, _CRC = struct.Struct(">i"), struct.Struct(">h"), struct.Struct(">I")
 _PRODUCER_COUNT = struct.Struct(">qhii")  # producerId, producerEpoch, baseSequence, recordCount
@@ -72,33 +71,6 @@ def placeholder(b: RecordBatch) -> bytes:
     return bytes(out)
 
 
-def _is_abort_marker(b: RecordBatch) -> bool:
-    key = next(iter(b.records())).key
-    return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big") == ABORT_MARKER
-
-
-class _Aborted:
-    """Kafka's read_committed filtering of one fetch response, by batch (as the Java consumer's
-    fetcher): a transactional batch is aborted when its producer has an aborted transaction
-    starting at or before it and not yet closed by an abort marker."""
-
-    def __init__(self, aborted: list[tuple[int, int]]) -> None:
-        self.pending = [(first, pid) for pid, first in aborted]
-        heapq.heapify(self.pending)
-        self.active: set[int] = set()
-
-    def skip(self, b: RecordBatch) -> bool:
-        if b.is_control:
-            if b.is_transactional and b.record_count and _is_abort_marker(b):
-                self.active.discard(b.producer_id)
-            return True
-        if not b.is_transactional:
-            return False
-        while self.pending and self.pending[0][0] <= b.last_offset:
-            self.active.add(heapq.heappop(self.pending)[1])
-        return b.producer_id in self.active
-
-
 def copy_partition(task: PartitionTask) -> PartitionResult:
     t, p = task.topic, task.partition
     fetch_s = import_s = 0.0
@@ -129,7 +101,7 @@ def copy_partition(task: PartitionTask) -> PartitionResult:
             data = fetched.records[: last_complete_batch_end(fetched.records)]
             if not data:
                 break  # nothing committed beyond pos (the LSO fell back below `stop`?)
-            aborted = _Aborted(fetched.aborted)
+            aborted = AbortedFilter(fetched.aborted)
             for b in iter_batches(data):
                 h = b.validate(from_client=False)
                 base, last = h[0], h[0] + h[6]

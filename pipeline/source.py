@@ -146,12 +146,15 @@ async def _states(q: Quire, o: opt.SourceOptions, parts: set[int] | None = None)
     return list(await asyncio.gather(*(q.state(t, p) for t, p in tps)))
 
 
-async def _committed(q: Quire, o: opt.SourceOptions, states: list[PartitionState]
+async def _committed(q: Quire, o: opt.SourceOptions, states: list[PartitionState],
+                     previous: dict[opt.TopicPartition, Committed] | None = None
                      ) -> dict[opt.TopicPartition, Committed] | None:
-    """read_committed: each partition's LSO and aborted transactions (None: read_uncommitted)."""
+    """read_committed: each partition's LSO and aborted transactions (None: read_uncommitted),
+    going on from `previous` ones."""
     if not o.read_committed:
         return None
-    got = await asyncio.gather(*(committed(q, st) for st in states))
+    old = previous or {}
+    got = await asyncio.gather(*(committed(q, st, old.get((st.topic, st.partition))) for st in states))
     return {(st.topic, st.partition): c for st, c in zip(states, got)}
 
 
@@ -242,7 +245,7 @@ class QuireStreamReader(SliceReader, DataSourceStreamReader, SupportsTriggerAvai
     async def _stable(self, q: Quire) -> list[PartitionState]:
         """The partitions, with "latest" their LSO when read_committed."""
         states = await _states(q, self.opts)
-        txns = await _committed(q, self.opts, states)
+        txns = await _committed(q, self.opts, states, self.txns)
         if txns is None:
             return states
         self.txns = txns

@@ -35,6 +35,17 @@ class Rebuilt:
     next_offset: int
     rebuilt: list[LedgerIndex] = field(default_factory=list)  # indexes to persist
     aborted: AbortedIndex = field(default_factory=AbortedIndex)
+    replay: Replay | None = None  # how to go on replaying entries appended since (replay_more)
+
+
+@dataclass
+class Replay:
+    """Where a replay stopped, and what it needs to go on."""
+
+    resume: Position | None  # the next entry to replay (None: nothing was to be replayed)
+    unindexed: Position | None  # the first entry no persisted index covers
+    snap_upto: int  # the producer snapshot's offset
+    floor: int  # the least next offset the log's properties give
 
 
 async def rebuild(ml: ManagedLog, what: str) -> Rebuilt:
@@ -72,39 +83,53 @@ async def replay_state(
         found = index.find(max(snap_upto, index.ledgers[0].first_offset))
         if found is not None:
             start = Position(found[0], found[1])
+    floor = max(int(props.get(L_NEXT, "0")), int(props.get(L_START, "0")))
+    state = Rebuilt(index, producers, floor, rebuilt, aborted, Replay(start, unindexed, snap_upto, floor))
     if start is not None:
         log.info("partition %s: replaying from %s (producer snapshot up to %d)", what, start, snap_upto)
-        now = int(time.time() * 1000)
-        async for entries in scan(source, start, end=end):
-            for e in entries:
-                h = RecordBatch(e.data).header()
-                base, nxt = h[0], h[0] + h[6] + 1
-                if unindexed is not None and e.position >= unindexed:
-                    cur = index.last
-                    if cur is None or cur.ledger_id != e.position.ledger_id:
-                        cur = LedgerIndex(e.position.ledger_id, base)
-                        index.append_ledger(cur)
-                        rebuilt.append(cur)
-                    cur.add(e.position.entry_id, base, nxt, h[8])
-                if base < snap_upto or h[9] < 0:
+    await replay_more(source, state, end)
+    return state
+
+
+async def replay_more(source: SegmentedLog, state: Rebuilt, end: Position | None = None) -> None:
+    """Go on with a replay from where it stopped, up to `end` (None: as far as `source`
+    reads): a reader following a log whose metadata did not change replays only new entries."""
+    r = state.replay
+    if r is None or r.resume is None:
+        return
+    index, producers, aborted, rebuilt = state.index, state.producers, state.aborted, state.rebuilt
+    unindexed, snap_upto = r.unindexed, r.snap_upto
+    now = int(time.time() * 1000)
+    async for entries in scan(source, r.resume, end=end):
+        last = entries[-1].position
+        for e in entries:
+            h = RecordBatch(e.data).header()
+            base, nxt = h[0], h[0] + h[6] + 1
+            if unindexed is not None and e.position >= unindexed:
+                cur = index.last
+                if cur is None or cur.ledger_id != e.position.ledger_id:
+                    cur = LedgerIndex(e.position.ledger_id, base)
+                    index.append_ledger(cur)
+                    rebuilt.append(cur)
+                cur.add(e.position.entry_id, base, nxt, h[8])
+            if base < snap_upto or h[9] < 0:
+                continue
+            if h[5] & ATTR_CONTROL:
+                marker = read_end_txn_marker(RecordBatch(e.data))
+                if marker is None:
                     continue
-                if h[5] & ATTR_CONTROL:
-                    marker = read_end_txn_marker(RecordBatch(e.data))
-                    if marker is None:
-                        continue
-                    done = producers.apply_marker(h[9], h[10], marker.coordinator_epoch, marker.commit, base, now)
-                    if done is not None:
-                        producers.complete(done)
-                        if done.aborted:
-                            first = producers.first_unstable_offset()
-                            lso = nxt if first is None else first
-                            aborted.add(e.position.ledger_id, AbortedTxn(h[9], done.first_offset, base, lso))
-                    continue
-                last_seq = (h[11] + h[6]) % (1 << 31)
-                # replayed producers count as active now: expiry restarts after an owner change
-                producers.update(
-                    h[9], h[10], BatchMeta(h[11], last_seq, base, nxt - 1, h[8]), now, bool(h[5] & ATTR_TRANSACTIONAL)
-                )
-    nxt = index.last.next_offset if index.last is not None else 0
-    nxt = max(nxt, int(props.get(L_NEXT, "0")), int(props.get(L_START, "0")))
-    return Rebuilt(index, producers, nxt, rebuilt, aborted)
+                done = producers.apply_marker(h[9], h[10], marker.coordinator_epoch, marker.commit, base, now)
+                if done is not None:
+                    producers.complete(done)
+                    if done.aborted:
+                        first = producers.first_unstable_offset()
+                        lso = nxt if first is None else first
+                        aborted.add(e.position.ledger_id, AbortedTxn(h[9], done.first_offset, base, lso))
+                continue
+            last_seq = (h[11] + h[6]) % (1 << 31)
+            # replayed producers count as active now: expiry restarts after an owner change
+            producers.update(
+                h[9], h[10], BatchMeta(h[11], last_seq, base, nxt - 1, h[8]), now, bool(h[5] & ATTR_TRANSACTIONAL)
+            )
+        r.resume = Position(last.ledger_id, last.entry_id + 1)
+    state.next_offset = max(index.last.next_offset if index.last is not None else 0, r.floor)

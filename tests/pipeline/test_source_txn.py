@@ -28,6 +28,7 @@ import pipeline  # noqa: E402
 from compat_tests.support.spark import shared_session  # noqa: E402
 from gateway.cluster.inspect import topics as list_topics  # noqa: E402
 from kafka_log.txn import P_ABORTED  # noqa: E402
+from pipeline.committed import Committed, committed  # noqa: E402
 from pipeline.logs import Quire  # noqa: E402
 from pipeline.options import meta_url  # noqa: E402
 from tests.pipeline.test_source import Row, _latest, create_topic, reader, spark_rows  # noqa: E402
@@ -147,6 +148,27 @@ async def _aborts_in_props(url: str) -> int:
         return n
 
 
+async def _replays(url: str, previous: list[Committed] | None = None) -> list[Committed]:
+    async with Quire(url) as q:
+        t = {t.name: t for t in await list_topics(q.meta)}[TOPIC]
+        return [await committed(q, await q.state(t, p), previous[p] if previous else None)
+                for p in range(t.partitions)]
+
+
+async def _went_on(url: str, before: list[Committed]) -> None:
+    """A stream's next trigger goes on with each partition's replay (only new entries read when
+    the metadata is the same) to what a replay from scratch finds."""
+    keys_before = [c.key for c in before]
+    states = [c.replayed for c in before]
+    went_on, fresh = await _replays(url, before), await _replays(url)
+    for p, (c, f) in enumerate(zip(went_on, fresh)):
+        assert c.replayed is not None
+        assert c.lso == f.lso == c.replayed.next_offset  # no transaction open any more
+        assert list(c.aborted.entries()) == list(f.aborted.entries())
+        if c.key == keys_before[p]:
+            assert c.replayed is states[p]
+
+
 def keys(rows: list[Row]) -> set[str]:
     """Transactional records by key, the plain ones (no key) by value."""
     return {(r[2] or r[3] or b"").decode() for r in rows}
@@ -207,8 +229,17 @@ def test_stream_read_committed_waits_at_the_lso_for_the_open_transaction(
     assert lso != list_offsets(txns.bootstrap, committed=False)  # records past the open transaction
     assert spark_rows(spark.read.parquet(str(out))) == before
 
+    replays = asyncio.run(_replays(txns.url))
+    states = [c.replayed for c in replays]
+    replays = asyncio.run(_replays(txns.url, replays))  # nothing new: the same replays, gone on with
+    assert [c.replayed for c in replays] == states and all(s is not None for s in states)
+    assert all(c.replayed is s for c, s in zip(replays, states))
     txns.open_txn.commit_transaction(30)
+    # the coordinator writes the markers after answering EndTxn: until then the LSO stays
+    asyncio.run(eventually(lambda: list_offsets(txns.bootstrap, True) == list_offsets(txns.bootstrap, False),
+                           what="markers written"))
     wait_confirmed(txns)
+    asyncio.run(_went_on(txns.url, replays))
     after = consume(txns.bootstrap, "read_committed")
     assert {"open-0", "after-open-0"} <= keys(after) and len(after) == len(before) + 10
     ends = run_once()

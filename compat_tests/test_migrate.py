@@ -25,10 +25,13 @@ pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+import pipeline
 from compat_tests.support.clients import create_topic, unique
 from compat_tests.support.spark import shared_session
 from compat_tests.support.targets import Target
 from pipeline.migrate import MigrateError, Options, run
+from pipeline.options import meta_url
+from tests.pipeline.test_source import wait_confirmed
 from tests.support.gateway import StandaloneGateway
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -197,6 +200,7 @@ def test_migrate_kafka_topics_groups_then_resume_and_follow(apache_kafka: Target
     for t in all_topics:  # offsets, keys, values, headers, timestamps (and their type)
         assert read_all(quire.bootstrap, t, 1 if t == compacted else 2) == expected[t], t
     assert {r[5][0] for r in expected[lat]} == {2}  # LogAppendTime, kept from Kafka's batches
+    data_source_agrees(spark, quire, txn, expected[txn])
 
     # the migrated group continues at exactly the next record on Quire
     got = first_consumed(quire.bootstrap, group, topics[4])
@@ -232,6 +236,21 @@ def test_migrate_kafka_topics_groups_then_resume_and_follow(apache_kafka: Target
         stop.set()
         follow.join(180)
     assert result == [0]
+
+
+def data_source_agrees(spark: Any, quire: StandaloneGateway, topic: str, expected: list[Row]) -> None:
+    """The `quire` data source reads the migrated topic as --verify's consumers did, read_committed
+    or not (the copy holds committed records only, aborted ones left as gaps)."""
+    pipeline.register(spark)
+    data_dir = str(quire.data_dir)
+    wait_confirmed(meta_url(data_dir), topic, expected)
+    for level in ("read_committed", "read_uncommitted"):
+        df = (spark.read.format("quire").option("quire.meta", data_dir).option("subscribe", topic)
+              .option("includeHeaders", "true").option("kafka.isolation.level", level).load())
+        got = sorted((r.partition, r.offset, r.key and bytes(r.key), r.value and bytes(r.value),
+                      tuple((h.key, h.value and bytes(h.value)) for h in r.headers or ()),
+                      (r.timestampType + 1, int(r.timestamp.timestamp() * 1000 + 0.5))) for r in df.collect())
+        assert got == expected, level
 
 
 def test_bad_input_is_one_line(quire: StandaloneGateway, tmp_path: Path) -> None:

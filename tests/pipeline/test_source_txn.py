@@ -55,7 +55,9 @@ class Txns:
 
 
 def txn_producer(bootstrap: str, tid: str) -> Any:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5})
+    # the open transaction stays open for the whole module: no coordinator timeout may abort it
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5,
+                  "transaction.timeout.ms": 600_000})
     p.init_transactions(30)
     return p
 
@@ -90,7 +92,10 @@ def txns(module_standalone: StandaloneGateway) -> Iterator[Txns]:
         plain.produce(TOPIC, value=f"after-open-{i}".encode(), partition=i % 2)
     assert plain.flush(30) == 0
     data_dir = str(module_standalone.data_dir)
-    yield Txns(bs, data_dir, meta_url(data_dir), c)
+    t = Txns(bs, data_dir, meta_url(data_dir), c)
+    yield t
+    t.open_txn = None  # the producers go before the standalone does (no reconnect noise)
+    del a, b, c, plain
 
 
 def consume(bootstrap: str, isolation: str) -> list[Row]:

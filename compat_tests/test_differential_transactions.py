@@ -2,7 +2,8 @@
 transaction, stale epochs, unknown producer ids, a transactional produce to a partition never
 added, TxnOffsetCommit without AddOffsetsToTxn and from a fenced producer) and the shapes of
 DescribeTransactions and ListTransactions, the same raw requests against Apache Kafka 4.4 and
-Quire. Transaction version 1 request versions throughout (EndTxn v3, AddPartitionsToTxn v3)."""
+Quire. Transaction version 1 request versions throughout (EndTxn v3, AddPartitionsToTxn v3), but for
+TxnOffsetCommit v6 (topics by id), which is transaction version 2's."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from compat_tests.support.allowlist import Differences
 from compat_tests.support.clients import unique
 from compat_tests.support.differential import Observations, run_both
 from compat_tests.support.targets import Target
-from compat_tests.support.txn_wire import ADD_PARTITIONS_V1, LIST_TXNS, Txn
+from compat_tests.support.txn_wire import ADD_PARTITIONS_V1, LIST_TXNS, Txn, txn_offset_commit_v6
 from compat_tests.support.wire import Wire
 from kafka_wire.messages.list_transactions import ListTransactionsRequest
 
@@ -80,3 +81,8 @@ def misuse(bootstrap: str) -> Observations:
 
 def test_transaction_misuse_and_shapes(target: Target, apache_kafka: Target, differences: Differences) -> None:
     run_both(differences, target, apache_kafka, misuse)
+
+
+def test_txn_offset_commit_v6(target: Target, apache_kafka: Target, differences: Differences) -> None:
+    got, _ = run_both(differences, target, apache_kafka, txn_offset_commit_v6)
+    assert got["committed"] == {0: (0, 1), 1: (0, 1)}, got

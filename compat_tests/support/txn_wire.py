@@ -5,8 +5,11 @@ to reach states clients avoid (misuse, a transaction left hanging)."""
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
+from compat_tests.support.clients import unique
+from compat_tests.support.differential import Observations
 from compat_tests.support.wire import RETRIABLE_COORDINATOR, Wire
 from kafka_wire.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from kafka_wire.messages.add_partitions_to_txn import AddPartitionsToTxnRequest as APT
@@ -24,6 +27,7 @@ ADD_PARTITIONS_V1 = (24, 1)
 ADD_OFFSETS = (25, 3)
 END_TXN = (26, 3)
 TXN_OFFSET_COMMIT = (28, 3)
+TXN_OFFSET_COMMIT_V6 = (28, 6)
 DESCRIBE_TXNS = (65, 0)
 LIST_TXNS = (66, 1)
 PRODUCE_TV1 = (0, 11)
@@ -71,8 +75,9 @@ class Txn:
                                 for p in sorted(t.results_by_partition, key=lambda p: p.partition_index)]
                 for t in r.results_by_topic_v3_and_below}
 
-    def end(self, commit: bool, *, epoch: int | None = None, pid: int | None = None, tid: str | None = None) -> int:
-        return int(self.w.call(END_TXN, EndTxnRequest(
+    def end(self, commit: bool, *, epoch: int | None = None, pid: int | None = None, tid: str | None = None,
+            api: tuple[int, int] = END_TXN) -> int:
+        return int(self.w.call(api, EndTxnRequest(
             transactional_id=self.tid if tid is None else tid, producer_id=self.pid if pid is None else pid,
             producer_epoch=self.epoch if epoch is None else epoch, committed=commit)).error_code)
 
@@ -95,15 +100,57 @@ class Txn:
                 return str(got)
             time.sleep(0.05)
 
-    def offsets(self, group: str, topic: str, *, epoch: int | None = None) -> list[int]:
-        r = self.w.call(TXN_OFFSET_COMMIT, TOC(
+    def offsets(self, group: str, topic: str, *, epoch: int | None = None, generation: int = -1,
+                api: tuple[int, int] = TXN_OFFSET_COMMIT) -> list[int]:
+        r = self.w.call(api, TOC(
             transactional_id=self.tid, group_id=group, producer_id=self.pid,
-            producer_epoch=self.epoch if epoch is None else epoch, generation_id_or_member_epoch=-1, member_id="",
-            topics=[TOC.TxnOffsetCommitRequestTopic(name=topic, partitions=[
+            producer_epoch=self.epoch if epoch is None else epoch, generation_id_or_member_epoch=generation,
+            member_id="", topics=[TOC.TxnOffsetCommitRequestTopic(name=topic, partitions=[
                 TOC.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]))
         return [int(p.error_code) for t in r.topics for p in t.partitions]
+
+    def offsets_by_id(self, group: str, partitions: dict[uuid.UUID, list[int]], *, generation: int = -1
+                      ) -> list[tuple[int, list[tuple[int, int]]]]:
+        """TxnOffsetCommit v6 (topics by id, transaction version 2: the offsets partition is
+        added by the request): per topic of the response, in its order, (the index of its id in
+        `partitions`, [(partition, error)])."""
+        r = self.w.call(TXN_OFFSET_COMMIT_V6, TOC(
+            transactional_id=self.tid, group_id=group, producer_id=self.pid, producer_epoch=self.epoch,
+            generation_id_or_member_epoch=generation, member_id="",
+            topics=[TOC.TxnOffsetCommitRequestTopic(topic_id=tid, partitions=[
+                TOC.TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=1) for p in ps])
+                for tid, ps in partitions.items()]))
+        ids = list(partitions)
+        return [(ids.index(t.topic_id), [(int(p.partition_index), int(p.error_code)) for p in t.partitions])
+                for t in r.topics]
 
     def add_offsets(self, group: str, *, epoch: int | None = None) -> int:
         return int(_retrying(lambda: self.w.call(ADD_OFFSETS, AddOffsetsToTxnRequest(
             transactional_id=self.tid, producer_id=self.pid, producer_epoch=self.epoch if epoch is None else epoch,
             group_id=group))).error_code)
+
+
+def txn_offset_commit_v6(bootstrap: str) -> Observations:
+    """TxnOffsetCommit v6 (KIP-1319) names topics by id; transaction version 2 adds the offsets
+    partition (no AddOffsetsToTxn). A missing group with a generation answers
+    GROUP_ID_NOT_FOUND at v6 and ILLEGAL_GENERATION before."""
+    topic, tid, group = unique("d-txn6"), unique("d-tid6"), unique("d-tg6")
+    out: Observations = {}
+    with Wire(bootstrap) as w:
+        w.create(topic, partitions=2)
+        topic_id = w.metadata([topic]).topics[0].topic_id
+        out["group_coordinator"] = w.find_coordinator(group)[0]
+        t = Txn(w, tid)
+        out["find_coordinator"] = t.find()
+        out["init"] = t.init()
+        unknown = uuid.uuid4()
+        out["v6.mixed"] = t.offsets_by_id(group, {topic_id: [0, 1], unknown: [0]})
+        out["v6.unknown_partition"] = t.offsets_by_id(group, {topic_id: [7]})
+        out["v6.missing_group_with_generation"] = t.offsets_by_id(unique("d-none"), {topic_id: [0]}, generation=3)
+        out["v5.missing_group_with_generation"] = t.offsets(unique("d-none"), topic, generation=3, api=(28, 5))
+        out["end.commit"] = t.end(True, api=(26, 5))
+        deadline = time.monotonic() + 30
+        while (fetched := w.fetch_offsets(group, topic, [0, 1])) != {0: (0, 1), 1: (0, 1)} and time.monotonic() < deadline:
+            time.sleep(0.05)  # the markers land after EndTxn answers
+        out["committed"] = fetched
+    return out

@@ -93,21 +93,25 @@ class OffsetOps(ShardState):
         return ErrorCode.NONE
 
     def _validate_consumer_commit(
-        self, group: Group, member_epoch: int, member_id: str, api_version: int, tps: list[TopicPartition]
+        self, group: Group, member_epoch: int, member_id: str, api_version: int, tps: list[TopicPartition],
+        *, transactional: bool = False, instance_id: str | None = None,
     ) -> int | dict[TopicPartition, int]:
-        """Kafka's ConsumerGroup.validateOffsetCommit (non-transactional): one error for the
-        request, or one per partition when an older member epoch commits (KIP-1251: accepted
-        for the partitions the member has held since that epoch)."""
+        """Kafka's ConsumerGroup.validateOffsetCommit: one error for the request, or one per
+        partition when an older member epoch commits (KIP-1251: accepted for the partitions the
+        member has held since that epoch). A transactional commit may come from a producer that
+        names no member (epoch -1, no member id or instance id)."""
         cg = group.consumer
         assert cg is not None
         if member_epoch < 0 and not cg.members:
+            return ErrorCode.NONE
+        if transactional and member_epoch == -1 and not member_id and instance_id is None:
             return ErrorCode.NONE
         member = cg.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member.classic is not None:  # a classic member: its generation is its member epoch
             return ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
-        if api_version < 9:
+        if api_version < 9 and not transactional:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch == member.member_epoch:
             return ErrorCode.NONE
@@ -185,22 +189,6 @@ class OffsetOps(ShardState):
         self._maybe_drop(group)
         return out
 
-    def _validate_consumer_txn_commit(self, group: Group, member_epoch: int, member_id: str) -> int:
-        """Kafka's ConsumerGroup.validateOffsetCommit for a transactional commit: a member of a
-        consumer-protocol group commits at its current epoch (no partition-level leniency)."""
-        cg = group.consumer
-        assert cg is not None
-        if not member_id and member_epoch < 0:
-            return ErrorCode.NONE  # a producer committing for no member (generation unknown)
-        member = cg.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch == member.member_epoch:
-            return ErrorCode.NONE
-        if member.classic is not None:
-            return ErrorCode.ILLEGAL_GENERATION
-        return ErrorCode.STALE_MEMBER_EPOCH if member_epoch < member.member_epoch else ErrorCode.FENCED_MEMBER_EPOCH
-
     async def txn_commit_offsets(
         self,
         group_id: str,
@@ -210,9 +198,13 @@ class OffsetOps(ShardState):
         member_id: str,
         instance_id: str | None,
         offsets: dict[TopicPartition, OffsetAndMetadata],
+        api_version: int = 5,
     ) -> dict[TopicPartition, int]:
         """TxnOffsetCommit: offsets written in the producer's transaction, pending until its
-        marker lands on this shard (`complete_txn`). Kafka's validation of the member."""
+        marker lands on this shard (`complete_txn`). Kafka 4.4's validation of the member:
+        v6 (KIP-1319) is the first to answer GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH, older
+        versions get ILLEGAL_GENERATION instead; a stale epoch on any partition fails the whole
+        request (no partial commit inside a transaction)."""
         def all_(err: int) -> dict[TopicPartition, int]:
             return dict.fromkeys(offsets, err)
 
@@ -220,11 +212,18 @@ class OffsetOps(ShardState):
             return all_(ErrorCode.NOT_COORDINATOR)
         group = self.groups.get(group_id)
         if group is None:
+            if generation_id >= 0:
+                return all_(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.ILLEGAL_GENERATION)
             group = self.groups[group_id] = Group(group_id)
         if group.is_(GroupState.DEAD):
             return all_(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if group.consumer is not None:
-            err = self._validate_consumer_txn_commit(group, generation_id, member_id)
+            checked = self._validate_consumer_commit(
+                group, generation_id, member_id, api_version, list(offsets), transactional=True, instance_id=instance_id
+            )
+            err = checked if isinstance(checked, int) else next((e for e in checked.values() if e), ErrorCode.NONE)
+            if err == ErrorCode.STALE_MEMBER_EPOCH and api_version < 6:
+                err = ErrorCode.ILLEGAL_GENERATION
             if err:
                 return all_(err)
         else:

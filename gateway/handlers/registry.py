@@ -129,7 +129,7 @@ HANDLERS: dict[int, HandlerSpec] = _table(
     serve("AddPartitionsToTxn", add_partitions_to_txn.add_partitions_to_txn),
     serve("AddOffsetsToTxn", add_offsets_to_txn.add_offsets_to_txn),
     serve("EndTxn", end_txn.end_txn),
-    serve("TxnOffsetCommit", txn_offset_commit.txn_offset_commit, max_version=5),  # v6: topic ids, not built
+    serve("TxnOffsetCommit", txn_offset_commit.txn_offset_commit),
     serve("DescribeTransactions", describe_transactions.describe_transactions),
     serve("ListTransactions", list_transactions.list_transactions),
     serve("OffsetForLeaderEpoch", offset_for_leader_epoch.handle_offset_for_leader_epoch, min_version=2),

@@ -134,6 +134,24 @@ async def test_static_member_leaves_and_comes_back_with_its_assignment() -> None
     assert cg is not None and set(cg.members) == {"a2"}
 
 
+async def test_txn_offset_commit_checks_member_epochs_as_kafka_4_4() -> None:
+    """A transactional commit of a consumer-protocol member: a newer epoch is stale; below v6
+    (KIP-1319) the stale epoch is answered ILLEGAL_GENERATION; a producer naming no member
+    commits; an unknown member is refused."""
+    c = await coordinator(MemoryShardLog())
+    a = await join(c, "a")
+    om = OffsetAndMetadata(offset=5)
+    tp = ("t1", 0)
+    assert await c.txn_commit_offsets("g", 7, 0, a.member_epoch, "a", None, {tp: om}) == {tp: 0}
+    newer = a.member_epoch + 1
+    assert await c.txn_commit_offsets("g", 7, 0, newer, "a", None, {tp: om}) == {tp: ErrorCode.ILLEGAL_GENERATION}
+    v6 = await c.txn_commit_offsets("g", 7, 0, newer, "a", None, {tp: om}, api_version=6)
+    assert v6 == {tp: ErrorCode.STALE_MEMBER_EPOCH}
+    assert await c.txn_commit_offsets("g", 7, 0, -1, "", None, {tp: om}, api_version=6) == {tp: 0}
+    unknown = await c.txn_commit_offsets("g", 7, 0, 1, "x", None, {tp: om}, api_version=6)
+    assert unknown == {tp: ErrorCode.UNKNOWN_MEMBER_ID}
+
+
 async def test_regex_subscription_follows_topics() -> None:
     c = await coordinator(MemoryShardLog())
     a = await join(c, "a", topics=None, subscribed_topic_regex="t.*")

@@ -57,4 +57,7 @@ async def test_abort_marker_drops_them() -> None:
 async def test_member_checks() -> None:
     c = await shard(MemoryShardLog())
     assert await c.txn_commit_offsets("g", 7, 0, 3, "", None, {TP: om(1)}) == {TP: ErrorCode.ILLEGAL_GENERATION}
+    # v6 (KIP-1319) names the missing group instead
+    v6 = await c.txn_commit_offsets("g", 7, 0, 3, "", None, {TP: om(1)}, api_version=6)
+    assert v6 == {TP: ErrorCode.GROUP_ID_NOT_FOUND} and "g" not in c.groups
     assert await c.txn_commit_offsets("g", 7, 0, -1, "m", None, {TP: om(1)}) == {TP: ErrorCode.UNKNOWN_MEMBER_ID}

@@ -44,7 +44,7 @@ SERVED = {
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
     27: (1, 2),  # WriteTxnMarkers
-    28: (0, 5),  # TxnOffsetCommit (v6: topic ids, not built)
+    28: (0, 6),  # TxnOffsetCommit
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (1, 5),  # DescribeLogDirs

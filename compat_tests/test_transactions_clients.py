@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,11 @@ from compat_tests.support.java_harness import one, only, run_harness
 from compat_tests.support.targets import Target
 from compat_tests.support.txn_wire import Txn
 from compat_tests.support.wire import Wire
+from coordinator.group.hashing import shard_for
+from coordinator.txn.config import TRANSACTION_STATE_TOPIC
+from coordinator.txn.records import encode_key, encode_value
+from coordinator.txn.state import TxnMetadata, TxnState
+from kafka_wire.records import NewRecord, build_batch
 
 java = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
 BOTH = pytest.mark.parametrize("target", ["standalone", "cluster"], indirect=True)
@@ -233,3 +239,51 @@ def test_aiokafka_transactional_producer(target: Target) -> None:
 
     asyncio.run(produce())
     assert sorted(read(target, topic)) == sorted(f"c-{i}" for i in range(8))
+
+
+def _exhaust_epoch(bootstrap: str, tid: str, epoch: int) -> int:
+    """Make `tid`'s transaction state say `epoch` (as after ~32,000 transactions): a record
+    appended to its `__transaction_state` partition, read by the coordinator at its next load
+    (the caller restarts the gateway). Returns the producer id."""
+    with Wire(bootstrap) as w:
+        t = Txn(w, tid)
+        assert t.find() == 0
+        assert t.init()[0] == 0
+        parts = len(w.metadata([TRANSACTION_STATE_TOPIC]).topics[0].partitions)
+        now = int(time.time() * 1000)
+        state = TxnMetadata(tid, t.pid, producer_epoch=epoch, state=TxnState.EMPTY, last_update_ms=now,
+                            client_version=2)
+        batch = build_batch([NewRecord(encode_key(tid), encode_value(state))])
+        assert w.produce(TRANSACTION_STATE_TOPIC, shard_for(tid, parts), batch)[0] == 0
+        return t.pid
+
+
+def _rotated(bootstrap: str, tid: str) -> tuple[str, int, int]:
+    with Wire(bootstrap) as w:
+        d = Txn(w, tid).describe()
+        return str(d.transaction_state), int(d.producer_id), int(d.producer_epoch)
+
+
+@java
+@pytest.mark.compat(suite="transactions", client="java-client")
+def test_producer_id_rotates_when_tv2_exhausts_the_epoch(standalone_factory: Any) -> None:
+    """Transaction version 2 bumps the epoch per commit: a producer whose id reaches the last
+    epoch (Short.MAX_VALUE - 1) gets a new producer id from that commit's EndTxn and goes on
+    with it, unchanged (kafka-clients 4.4); read_committed sees every record. (confluent-kafka
+    2.16 ends transactions at transaction version 1, where the epoch does not move per commit.)"""
+    gw = standalone_factory()
+    topic, tid = unique("txn-rot"), unique("txn-rot-id")
+    create_topic(gw.bootstrap, topic, partitions=2)
+    # the producer's initialization takes it to MAX - 2, its first commit to MAX - 1, the
+    # second rotates, the third runs under the new id
+    old_pid = _exhaust_epoch(gw.bootstrap, tid, (1 << 15) - 4)
+    gw.stop()
+    gw.start()  # the coordinator loads the shard: this id at MAX - 3
+    events = run_harness("txn", mode="bench", bootstrap=gw.bootstrap, topic=topic, count=30, size=8,
+                         txn=tid, **{"txn.size": 10})
+    assert one(events, "bench")["transactions"] == 3
+    state, pid, epoch = _rotated(gw.bootstrap, tid)
+    assert state == "CompleteCommit" and pid != old_pid and epoch == 1, (state, pid, epoch)
+    target = Target("standalone", gw.bootstrap)
+    assert read(target, topic) == ["x" * 8] * 30
+    assert read(target, topic, "read_uncommitted") == ["x" * 8] * 30

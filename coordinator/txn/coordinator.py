@@ -20,6 +20,7 @@ from coordinator.txn.config import TxnConfig
 from coordinator.txn.records import decode_key, decode_value, encode_key, encode_value
 from coordinator.txn.state import (
     COMPLETE,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARE,
@@ -162,6 +163,11 @@ class TxnCoordinator:
         state(s); apply them once the log has them (Kafka's appendTransactionToLog). Returns the
         error a client sees."""
         states = (new, *then)
+        # As Kafka's prepareTransitionTo: every transition records the producer id it came from
+        # (after a rotation, the exhausted one: a retry under it is recognised).
+        before = txn.producer_id
+        for st in states:
+            st.previous_producer_id, before = before, st.producer_id
         txn.pending = states[-1].state
         batch = build_batch([NewRecord(encode_key(txn.transactional_id),
                                        None if st.state is TxnState.DEAD else encode_value(st)) for st in states])
@@ -228,7 +234,6 @@ class TxnCoordinator:
         now = _now_ms()
         new = txn.copy()
         if epoch_exhausted(txn.producer_epoch) and (expected is None or expected[1] == txn.producer_epoch):
-            new.previous_producer_id = txn.producer_id if expected is not None else NO_PRODUCER_ID
             new.producer_id = await self._producer_ids()
             new.producer_epoch, new.last_producer_epoch = 0, NO_PRODUCER_EPOCH
         elif expected is None:
@@ -248,9 +253,18 @@ class TxnCoordinator:
         return InitResult(ErrorCode.NONE, new.producer_id, new.producer_epoch)
 
     async def _fence_and_abort(self, txn: TxnMetadata) -> int:
+        next_pid = NO_PRODUCER_ID
+        if txn.client_version >= 2 and epoch_exhausted(txn.producer_epoch):
+            # KAFKA-20090: a fencing abort at the exhausted epoch rotates the producer id too
+            # (its markers carry Short.MAX_VALUE, above every epoch the partitions saw)
+            next_pid = await self._producer_ids()
+            if txn.pending is not None or txn.state is not TxnState.ONGOING:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
         new = txn.copy()
         if not epoch_exhausted(txn.producer_epoch):
             new.producer_epoch = txn.producer_epoch + 1
+        elif next_pid != NO_PRODUCER_ID:
+            new.producer_epoch, new.next_producer_id = MAX_EPOCH, next_pid
         new.last_producer_epoch = NO_PRODUCER_EPOCH
         return await self._prepare_end(txn, new, commit=False)
 
@@ -266,6 +280,10 @@ class TxnCoordinator:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
         txn = self.txns.get(transactional_id)
+        if txn is not None and (producer_id, producer_epoch) == (txn.next_producer_id, 0) and txn.state in PREPARE:
+            # the producer id an end rotated to, used before that end's markers are written:
+            # an add waits for the completion (which takes that id); anything else is asked again
+            return (ErrorCode.NONE, txn) if adding else (ErrorCode.CONCURRENT_TRANSACTIONS, None)
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
         if txn.producer_epoch != producer_epoch:
@@ -348,23 +366,45 @@ class TxnCoordinator:
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, tv2: bool = False
     ) -> InitResult:
-        """EndTxn: (error, producer id, epoch after the end); the epoch is bumped per end in
-        transaction version 2."""
+        """EndTxn: (error, producer id, epoch the producer goes on with). Transaction version 2
+        bumps the epoch per end; when that exhausts it (Short.MAX_VALUE - 1), the end allocates
+        the next producer id, written with the PREPARE_* state and taken at COMPLETE_* (Kafka's
+        prepareAbortOrCommit / prepareComplete), and the answer is already the new id at epoch 0."""
         if not self.active:
             return InitResult(ErrorCode.NOT_COORDINATOR)
         if not transactional_id:
             return InitResult(ErrorCode.INVALID_REQUEST)
+        next_pid = NO_PRODUCER_ID
         txn = self.txns.get(transactional_id)
-        if txn is None or txn.producer_id != producer_id:
+        if tv2 and txn is not None and txn.producer_id == producer_id and epoch_exhausted(txn.producer_epoch):
+            next_pid = await self._producer_ids()  # before the checks: nothing changes under them
+            txn = self.txns.get(transactional_id) if self.active else None
+        if txn is None:
             return InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         st = txn.state
         if tv2:
-            retry = (producer_epoch == txn.last_producer_epoch != NO_PRODUCER_EPOCH
-                     and (st in PREPARE or st in COMPLETE))
-            if producer_epoch != txn.producer_epoch and not retry:
+            # Kafka's TV2 retries: the epoch before the bump, or the exhausted one of the
+            # producer id this end rotated away from
+            retry_on_bump = txn.producer_epoch == producer_epoch + 1
+            retry_on_overflow = (producer_id == txn.previous_producer_id != txn.producer_id
+                                 and producer_epoch == MAX_EPOCH - 1 and txn.producer_epoch == 0)
+            if txn.producer_id != producer_id and not retry_on_overflow:
+                if producer_id == txn.next_producer_id and st in PREPARE:
+                    return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)  # the rotation is completing
+                return InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            retry = retry_on_bump or retry_on_overflow
+            if st in PREPARE:
+                valid = retry_on_bump
+            elif st in COMPLETE:
+                valid = retry or producer_epoch == txn.producer_epoch
+            else:
+                valid = producer_epoch == txn.producer_epoch
+            if not valid:
                 return InitResult(ErrorCode.PRODUCER_FENCED)
         else:
             retry = False
+            if txn.producer_id != producer_id:
+                return InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
             if producer_epoch != txn.producer_epoch:
                 return InitResult(ErrorCode.PRODUCER_FENCED)
         if txn.pending is not None:
@@ -387,14 +427,19 @@ class TxnCoordinator:
         else:
             return invalid
         new = txn.copy()
-        if tv2 and not epoch_exhausted(txn.producer_epoch):
-            new.producer_epoch, new.last_producer_epoch = txn.producer_epoch + 1, txn.producer_epoch
+        if tv2:
+            if not (txn.producer_epoch == MAX_EPOCH and not commit):
+                new.producer_epoch = txn.producer_epoch + 1
+            new.last_producer_epoch = txn.producer_epoch
+            new.next_producer_id = next_pid if epoch_exhausted(txn.producer_epoch) else NO_PRODUCER_ID
         if st is not TxnState.ONGOING:
             new.partitions = set()
         new.client_version = 2 if tv2 else max(txn.client_version, 1)
         err = await self._prepare_end(txn, new, commit)
         if err:
             return InitResult(err)
+        if new.next_producer_id != NO_PRODUCER_ID:
+            return InitResult(ErrorCode.NONE, new.next_producer_id, 0)
         return InitResult(ErrorCode.NONE, new.producer_id, new.producer_epoch)
 
     async def _prepare_end(self, txn: TxnMetadata, new: TxnMetadata, commit: bool) -> int:
@@ -453,6 +498,11 @@ class TxnCoordinator:
         now = _now_ms()
         new = txn.copy()
         new.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if txn.client_version >= 2 and txn.next_producer_id != NO_PRODUCER_ID:
+            # the rotation an end of transaction version 2 prepared (the last epoch stays the
+            # exhausted one, as the client last saw it)
+            new.producer_id, new.producer_epoch = txn.next_producer_id, 0
+        new.next_producer_id = NO_PRODUCER_ID
         new.partitions = set()
         new.last_update_ms = now
         queued = self._queued_adds.pop(txn.transactional_id, None)

@@ -297,3 +297,100 @@ async def test_partition_owner_add_asks_again_after_the_completion() -> None:
     # a takeover replays both states of the entry
     c2, _, _ = await coordinator(log)
     assert (c2.txns["a"].state, c2.txns["a"].partitions) == (TxnState.ONGOING, {("t", 1)})
+
+
+async def test_tv2_end_rotates_the_producer_id_when_the_epoch_is_exhausted() -> None:
+    """Kafka 4.4 (KIP-890): the end that would bump past Short.MAX_VALUE - 1 allocates the next
+    producer id; its markers carry the old id at Short.MAX_VALUE; the answer (and COMPLETE_*,
+    in the log) is the new id at epoch 0; a retry under the old id gets the new one, after a
+    takeover too; a takeover before the markers finishes the rotation."""
+    max_epoch = (1 << 15) - 1
+    markers = Markers()
+    markers.failing = {TP}
+    c, log, _ = await coordinator(markers=markers)
+    r = await c.init_producer_id("a", 60000)
+    c.txns["a"].producer_epoch = max_epoch - 2  # as after 32,764 transactions
+    assert await c.add_partitions("a", r.producer_id, max_epoch - 2, {TP}, client_version=2) == E.NONE
+    markers.failing.clear()
+    end = await c.end_txn("a", r.producer_id, max_epoch - 2, True, tv2=True)
+    assert (end.error, end.producer_id, end.producer_epoch) == (E.NONE, r.producer_id, max_epoch - 1)
+    assert await completed(c, "a") is TxnState.COMPLETE_COMMIT
+    # the last epoch: this end rotates
+    markers.failing = {TP}
+    assert await c.add_partitions("a", r.producer_id, max_epoch - 1, {TP}, client_version=2) == E.NONE
+    end = await c.end_txn("a", r.producer_id, max_epoch - 1, False, tv2=True)
+    new_pid = end.producer_id
+    assert (end.error, end.producer_epoch) == (E.NONE, 0) and new_pid != r.producer_id
+    prepared = c.txns["a"]
+    assert (prepared.state, prepared.producer_id, prepared.producer_epoch, prepared.next_producer_id) == (
+        TxnState.PREPARE_ABORT, r.producer_id, max_epoch, new_pid)
+    # the new id before the markers: verification asks again, an add waits for the completion
+    assert c.verify_partitions("a", new_pid, 0, {TP}) == {TP: E.CONCURRENT_TRANSACTIONS}
+    await markers.refused.wait()
+    add = asyncio.ensure_future(c.add_partitions("a", new_pid, 0, {("t", 1)}, client_version=2))
+    # a takeover now (markers not written) finishes the rotation from the log
+    c.unload()
+    assert await add == E.NOT_COORDINATOR
+    markers2 = Markers()
+    c2, _, _ = await coordinator(log, markers2)
+    assert await completed(c2, "a") is TxnState.COMPLETE_ABORT
+    assert [(m.producer_id, m.producer_epoch, m.commit) for m in markers2.sent] == [(r.producer_id, max_epoch, False)]
+    done = c2.txns["a"]
+    assert (done.producer_id, done.producer_epoch, done.previous_producer_id, done.next_producer_id) == (
+        new_pid, 0, r.producer_id, -1)
+    # a retry of the rotating end (its answer lost), on the coordinator that took over
+    retry = await c2.end_txn("a", r.producer_id, max_epoch - 1, False, tv2=True)
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (E.NONE, new_pid, 0)
+    assert (await c2.end_txn("a", r.producer_id, max_epoch - 1, True, tv2=True)).error == E.INVALID_TXN_STATE
+    # the producer goes on under the new id
+    assert await c2.add_partitions("a", new_pid, 0, {TP}, client_version=2) == E.NONE
+    assert await c2.add_partitions("a", r.producer_id, max_epoch - 1, {TP}, client_version=2) == (
+        E.INVALID_PRODUCER_ID_MAPPING)
+    nxt = await c2.end_txn("a", new_pid, 0, True, tv2=True)
+    assert (nxt.error, nxt.producer_id, nxt.producer_epoch) == (E.NONE, new_pid, 1)
+    assert await completed(c2, "a") is TxnState.COMPLETE_COMMIT
+    assert markers2.sent[-1].producer_id == new_pid
+    # the log reads like Kafka's: PrepareAbort names the next id, CompleteAbort the new one
+    values = [decode_value("a", rec.value) for b in log.batches for batch in iter_batches(b)
+              for rec in batch.records() if rec.value is not None]
+    rotated = [(v.state.state_name, v.producer_id, v.previous_producer_id, v.next_producer_id, v.producer_epoch)
+               for v in values if v.next_producer_id == new_pid or v.previous_producer_id != v.producer_id]
+    assert rotated == [("PrepareAbort", r.producer_id, r.producer_id, new_pid, max_epoch),
+                       ("CompleteAbort", new_pid, r.producer_id, -1, 0)]
+
+
+async def test_add_with_the_rotated_id_waits_for_the_completion() -> None:
+    markers = Markers()
+    markers.failing = {TP}
+    c, _, _ = await coordinator(markers=markers)
+    r = await c.init_producer_id("a", 60000)
+    c.txns["a"].producer_epoch = (1 << 15) - 2
+    await c.add_partitions("a", r.producer_id, (1 << 15) - 2, {TP}, client_version=2)
+    end = await c.end_txn("a", r.producer_id, (1 << 15) - 2, True, tv2=True)
+    assert end.producer_epoch == 0
+    add = asyncio.ensure_future(c.add_partitions("a", end.producer_id, 0, {("t", 1)}, client_version=2))
+    await markers.refused.wait()
+    assert not add.done()
+    markers.failing.clear()
+    assert await add == E.NONE
+    t = c.txns["a"]
+    assert (t.state, t.producer_id, t.producer_epoch, t.partitions) == (TxnState.ONGOING, end.producer_id, 0, {("t", 1)})
+
+
+async def test_timed_out_tv2_transaction_at_the_exhausted_epoch_rotates() -> None:
+    """KAFKA-20090: the coordinator's abort of a transaction version 2 transaction at the last
+    epoch writes its markers at Short.MAX_VALUE and completes under the next producer id."""
+    c, _, markers = await coordinator()
+    r = await c.init_producer_id("a", 1000)
+    c.txns["a"].producer_epoch = (1 << 15) - 2
+    await c.add_partitions("a", r.producer_id, (1 << 15) - 2, {TP}, client_version=2)
+    assert await c.abort_timed_out(c.txns["a"].start_ms + 1001) == 1
+    assert await completed(c, "a") is TxnState.COMPLETE_ABORT
+    assert [(m.producer_id, m.producer_epoch) for m in markers.sent] == [(r.producer_id, (1 << 15) - 1)]
+    t = c.txns["a"]
+    assert (t.producer_id, t.producer_epoch) == (r.producer_id + 1, 0)
+    # the zombie's commit under the old id is refused (Kafka 4.4 takes it for a retry of the
+    # abort: not the aborted transaction's result)
+    assert (await c.end_txn("a", r.producer_id, (1 << 15) - 2, True, tv2=True)).error == E.INVALID_TXN_STATE
+    assert await c.add_partitions("a", r.producer_id, (1 << 15) - 2, {TP}, client_version=2) == (
+        E.INVALID_PRODUCER_ID_MAPPING)

@@ -22,7 +22,7 @@ from coordinator.group.hashing import shard_for
 from coordinator.txn.config import TRANSACTION_STATE_TOPIC
 from coordinator.txn.records import encode_key, encode_value
 from coordinator.txn.state import TxnMetadata, TxnState
-from kafka_wire.records import NewRecord, build_batch
+from kafka_wire.records import NewRecord, build_batch, iter_batches
 
 java = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
 BOTH = pytest.mark.parametrize("target", ["standalone", "cluster"], indirect=True)
@@ -287,3 +287,82 @@ def test_producer_id_rotates_when_tv2_exhausts_the_epoch(standalone_factory: Any
     target = Target("standalone", gw.bootstrap)
     assert read(target, topic) == ["x" * 8] * 30
     assert read(target, topic, "read_uncommitted") == ["x" * 8] * 30
+
+
+def _batches(bootstrap: str, topic: str) -> list[tuple[int, bool, int]]:
+    """(base offset, control, record count) of every batch of partition 0, as stored."""
+    out: list[tuple[int, bool, int]] = []
+    with Wire(bootstrap) as w:
+        offset = 0
+        while True:
+            p = w.fetch(topic, 0, offset)
+            assert p.error_code == 0, p.error_code
+            got = list(iter_batches(bytes(p.records or b"")))
+            out += [(b.base_offset, b.is_control, b.record_count) for b in got if b.base_offset >= offset]
+            if not got or got[-1].last_offset + 1 >= p.high_watermark:
+                return out
+            offset = got[-1].last_offset + 1
+
+
+@pytest.mark.compat(suite="transactions", client="java-client, confluent-kafka")
+@java
+def test_cleaned_compacted_topic_with_transactions_read_committed(standalone_factory: Any) -> None:
+    """A compacted topic written in transactions of one producer (commit, abort, commit, abort,
+    commit over the same keys): the cleaner removes the aborted records, the superseded ones,
+    and then, past delete.retention.ms, the markers of transactions with nothing left (Kafka's
+    LogCleaner), keeping offsets; read_committed Java (4.4) and confluent-kafka consumers from
+    the start read exactly the latest committed values (an abort whose marker went must not
+    hide the producer's later commits)."""
+    gw = standalone_factory(extra_args=["--log-cleaner-backoff-ms", "200"])
+    topic, tid = unique("txn-compact"), unique("txn-compact-id")
+    with Wire(gw.bootstrap) as w:
+        w.create(topic, configs={"cleanup.policy": "compact", "segment.ms": "300",
+                                 "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
+    for mode, count, prefix in (("commit", 4, "a"), ("abort", 4, "x"), ("commit", 2, "c"), ("abort", 3, "y"),
+                                ("commit", 4, "e")):
+        run_harness("txn", mode=mode, bootstrap=gw.bootstrap, topic=topic, count=count, txn=tid, prefix=prefix)
+    markers = [b for b, control, _ in _batches(gw.bootstrap, topic) if control]
+    assert len(markers) == 5
+    from confluent_kafka import Producer
+
+    pad = Producer({"bootstrap.servers": gw.bootstrap, "linger.ms": 0})
+    deadline = time.monotonic() + 150
+    n = 0
+    while True:  # the event: the cleaner's passes left what Kafka's would
+        by_offset = {b: (control, count) for b, control, count in _batches(gw.bootstrap, topic)}
+        left = [by_offset[m][1] for m in markers]
+        data = {b: c for b, (control, c) in by_offset.items() if not control and b < markers[-1]}
+        if left == [0, 0, 0, 0, 1] and sum(data.values()) == 4:
+            break
+        assert time.monotonic() < deadline, (left, data)
+        # later writes roll ledgers past the transactions (the open ledger is not cleaned)
+        pad.produce(topic, f"pad-{n}".encode(), key=b"pad")
+        pad.flush(30)
+        n += 1
+        time.sleep(0.2)
+    expected = [f"e{i}" for i in range(4)]  # (and the pads, compacted or not yet)
+
+    def txn_values(values: list[str]) -> list[str]:
+        return sorted(v for v in values if not v.startswith("pad-"))
+
+    target = Target("standalone", gw.bootstrap)
+    # Java 4.4 read_committed / read_uncommitted, from the start of the cleaned log
+    assert txn_values(read(target, topic)) == expected
+    assert txn_values(read(target, topic, "read_uncommitted")) == expected
+    # confluent-kafka read_committed from the start
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": gw.bootstrap, "group.id": unique("g"), "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True})
+    got: list[str] = []
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        while True:
+            m = c.poll(10)
+            assert m is not None, "no end of partition"
+            if m.error():
+                break
+            got.append(m.value().decode())
+    finally:
+        c.close()
+    assert txn_values(got) == expected

@@ -15,8 +15,13 @@ mapped one, entry for entry (the store switches them in one compare-and-set):
 - tombstones (null values) survive the ledger's first cleaning and are dropped by the first
   pass after delete.retention.ms from then (property c.at: Kafka's delete horizon, KIP-534); a
   ledger holding tombstones past their horizon makes the log cleanable by itself;
-- records of aborted transactions are removed, as Kafka's cleaner does; transaction markers are
-  kept (always safe: Kafka drops them only once nothing of their transaction is left).
+- records of aborted transactions are removed, as Kafka's cleaner does; a transaction marker
+  goes as Kafka's LogCleaner (CleanedTransactionMetadata) lets it: once a pass reads no batch
+  of its transaction holding records (a pass reads every cleanable ledger from the log's
+  start), the marker gets a delete horizon (now + delete.retention.ms, in the batch, as Kafka
+  does) and its aborted-transactions index entry goes; the first pass past the horizon makes it
+  an empty control batch header (offsets kept, as for data). A ledger whose markers wait for a
+  pass carries when (property c.mark), which makes the log cleanable by itself then.
 
 Records are decoded here: the cleaner is off the append path, and runs one pass at a time.
 """
@@ -30,8 +35,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kafka_log.index import P_NEXT
-from kafka_log.txn import AbortedTxn
-from kafka_wire.records import RecordBatch
+from kafka_log.txn import P_ABORTED, AbortedTxn
+from kafka_wire.records import RecordBatch, read_end_txn_marker
 from kafka_wire.records.builder import rebuild_batch
 from store.managed.ledgers import WriterLike
 from store.managed.log_retention import Rewrite
@@ -40,6 +45,7 @@ from store.managed.position import Entry, Position
 
 P_CLEANED_AT = "c.at"  # ledger property: when the ledger was first cleaned (ms)
 P_TOMBSTONES = "c.tomb"  # ledger property: its rewrite kept tombstones
+P_MARKERS = "c.mark"  # ledger property: when a pass may next drop (or start the horizon of) a marker
 MAP_ENTRY_BYTES = 24  # Kafka's SkimpyOffsetMap: a 16-byte MD5 digest and an 8-byte offset
 MAP_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 
@@ -136,6 +142,62 @@ def clean_batch(batch: RecordBatch, omap: OffsetMap, aborted: Aborted, drop_tomb
     return rebuild_batch(batch, keep), tombstone
 
 
+class CleanedTxns:
+    """Kafka's CleanedTransactionMetadata over one pass: per producer, whether a batch of its
+    transaction (since its previous marker) was read, and whether one keeps records after this
+    pass; what becomes of each transaction marker (`marker`), for one ledger at a time."""
+
+    def __init__(self, delete_retention_ms: int, now: int) -> None:
+        self.retention_ms, self.now = delete_retention_ms, now
+        self._read: dict[int, bool] = {}  # producer id -> a batch of its transaction keeps records
+        self.due: int | None = None  # the ledger's earliest time a pass has a marker to act on
+        self.gone_aborts: set[int] = set()  # offsets of ABORT markers whose transaction is empty
+
+    def start_ledger(self) -> None:
+        self.due, self.gone_aborts = None, set()
+
+    def _due(self, at: int) -> None:
+        self.due = at if self.due is None else min(self.due, at)
+
+    def data(self, before: RecordBatch, after: bytes) -> None:
+        """A data batch read (before cleaning) and as this pass leaves it. An emptied batch
+        (a header left by an earlier pass) is no batch of its transaction any more."""
+        if not before.is_transactional or before.record_count == 0:
+            return
+        pid = before.producer_id
+        self._read[pid] = self._read.get(pid, False) or RecordBatch(after).record_count > 0
+
+    def marker(self, batch: RecordBatch) -> bytes:
+        """The control batch as this pass leaves it."""
+        end = read_end_txn_marker(batch)
+        if end is None:  # an emptied (already dropped) or unknown control batch
+            return bytes(batch.memoryview())
+        pid = batch.producer_id
+        if pid in self._read:
+            # records of its transaction were read: kept, as Kafka; if none is left after this
+            # pass, the next one may start the marker's horizon
+            if not self._read.pop(pid):
+                self._due(self.now)
+            return bytes(batch.memoryview())
+        if not end.commit:
+            self.gone_aborts.add(batch.base_offset)  # nothing of it left for readers to skip
+        horizon = batch.delete_horizon_ms
+        if horizon is None:
+            horizon = self.now + self.retention_ms
+            self._due(horizon)
+            return rebuild_batch(batch, list(batch.records()), delete_horizon_ms=horizon)
+        if horizon <= self.now:
+            return rebuild_batch(batch, [])
+        self._due(horizon)
+        return bytes(batch.memoryview())
+
+
+def _without_aborts(props: dict[str, str], gone: set[int]) -> str | None:
+    """A ledger's P_ABORTED without the entries of these ABORT marker offsets."""
+    items = [t for t in (props.get(P_ABORTED) or "").split(";") if t and int(t.split(",")[2]) not in gone]
+    return ";".join(items) or None
+
+
 class CompactedLog(Protocol):
     """What a pass needs of the owned segmented log (store/managed's ManagedLog)."""
 
@@ -169,6 +231,8 @@ def _tombstones_due(li: LedgerInfo, policy: CleanerPolicy, now: int) -> bool:
 def needs_cleaning(ledgers: list[LedgerInfo], policy: CleanerPolicy, now: int) -> bool:
     if any(P_TOMBSTONES in li.props and _tombstones_due(li, policy, now) for li in ledgers):
         return True
+    if any(int(li.props.get(P_MARKERS, now + 1)) <= now for li in ledgers):
+        return True
     dirty = [li for li in ledgers if P_CLEANED_AT not in li.props]
     if not dirty:
         return False
@@ -199,8 +263,11 @@ async def clean(
     aborted: Iterable[AbortedTxn],
     map_bytes: int,
     throttle: Callable[[int], Awaitable[None]] | None = None,
+    aborts_gone: Callable[[set[int]], None] | None = None,
 ) -> list[int]:
-    """One cleaning pass; returns the ids of the ledgers rewritten (none if not due)."""
+    """One cleaning pass; returns the ids of the ledgers rewritten (none if not due).
+    `aborts_gone` is told, once the rewrites are in, the ABORT marker offsets whose
+    aborted-transactions index entries went (the caller's in-memory index drops them too)."""
     todo = cleanable(log.ledgers, policy, now, lso)
     if not needs_cleaning(todo, policy, now):
         return []
@@ -220,24 +287,38 @@ async def clean(
     if end == first_dirty and first_dirty < len(todo):
         return []  # not even one ledger's keys fit log.cleaner.dedupe.buffer.size
     rewrites: dict[int, Rewrite] = {}
+    txns = CleanedTxns(policy.delete_retention_ms, now)
+    gone_aborts: set[int] = set()
     for li in todo[:end]:
         drop_tombstones = _tombstones_due(li, policy, now)
         w = await log.create_rewrite_ledger()
         kept_tombstones = False
+        txns.start_ledger()
         try:
             async for chunk in _chunks(log, li):
                 acks = []
                 for e in chunk:
-                    out, tombstone = clean_batch(RecordBatch(e.data), omap, ab, drop_tombstones)
-                    kept_tombstones = kept_tombstones or tombstone
+                    batch = RecordBatch(e.data)
+                    if batch.is_control:
+                        out = txns.marker(batch)
+                    else:
+                        out, tombstone = clean_batch(batch, omap, ab, drop_tombstones)
+                        kept_tombstones = kept_tombstones or tombstone
+                        txns.data(batch, out)
                     acks.append(w.append(out))  # pipelined, a chunk at a time
                 await asyncio.gather(*acks)
         finally:
             await w.close()
         props: dict[str, str | None] = {P_CLEANED_AT: li.props.get(P_CLEANED_AT, str(now)),
-                                        P_TOMBSTONES: "1" if kept_tombstones else None}
+                                        P_TOMBSTONES: "1" if kept_tombstones else None,
+                                        P_MARKERS: None if txns.due is None else str(txns.due)}
+        if txns.gone_aborts:
+            props[P_ABORTED] = _without_aborts(li.props, txns.gone_aborts)
+            gone_aborts |= txns.gone_aborts
         rewrites[li.ledger_id] = Rewrite(w.ledger_id, li.entries, w.length, li.data, props)
         if throttle is not None:
             await throttle(li.size)
     await log.replace_ledgers(rewrites)
+    if gone_aborts and aborts_gone is not None:
+        aborts_gone(gone_aborts)
     return list(rewrites)

@@ -76,6 +76,15 @@ class AbortedIndex:
             self._ledgers = [self._ledgers[i] for i in keep]
             self._persisted = {lid for lid in self._persisted if lid >= ledger_id}
 
+    def remove(self, last_offsets: set[int]) -> None:
+        """Forget the aborts whose ABORT markers are at these offsets (the log cleaner removed
+        everything of those transactions)."""
+        keep = [i for i, last in enumerate(self._lasts) if last not in last_offsets]
+        if len(keep) < len(self._lasts):
+            self._txns = [self._txns[i] for i in keep]
+            self._lasts = [self._lasts[i] for i in keep]
+            self._ledgers = [self._ledgers[i] for i in keep]
+
     # -- persistence -----------------------------------------------------------------------------
 
     def ledger_props(self, ledger_id: int) -> dict[str, str | None]:

@@ -85,6 +85,7 @@ class LogCleaner:
                 plog.ml, policy_of(plog.topic), now=int(time.time() * 1000), lso=plog.last_stable_offset,
                 aborted=[t for _, t in plog.view.aborted.entries()],
                 map_bytes=self.settings.dedupe_buffer_bytes, throttle=self._throttle,
+                aborts_gone=plog.view.aborted.remove,
             )
         except ManagedLogError as e:  # ownership lost, or a ledger trimmed or offloaded meanwhile
             log.info("cleaner: %r: pass abandoned: %r", plog, e)

@@ -156,6 +156,11 @@ class RecordBatch:
     def is_control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
 
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon a log cleaner set (KIP-534: in the base timestamp), or None."""
+        return self.header()[7] if self.attributes & ATTR_DELETE_HORIZON else None
+
     last_offset_delta = _HeaderField(6)
 
     @property

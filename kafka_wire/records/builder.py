@@ -12,6 +12,7 @@ from crc32c import crc32c
 from kafka_wire.records.batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     BATCH_OVERHEAD,
@@ -89,15 +90,23 @@ def build_batch(
     return bytes(out)
 
 
-def rebuild_batch(batch: RecordBatch, keep: Sequence[Record]) -> bytes:
+def rebuild_batch(batch: RecordBatch, keep: Sequence[Record], *, delete_horizon_ms: int | None = None) -> bytes:
     """`batch` holding only the records `keep` (a subset of its own, in order), as Kafka's log
     cleaner rewrites one: the header's base offset, lastOffsetDelta (so the next offset), base
     and max timestamps, producer fields, leader epoch and attributes stay; each record keeps its
     offset and timestamp deltas, so offsets stay where they were (gaps stay gaps). No record
-    left: Kafka's empty batch header (zero records, uncompressed), which clients step over."""
+    left: Kafka's empty batch header (zero records, uncompressed), which clients step over.
+    With `delete_horizon_ms` (KIP-534): the batch's delete horizon, carried as Kafka does, in
+    the base timestamp with the delete-horizon attribute; record timestamps stay what they were."""
     h = batch.header()
     attrs = h[5] & 0xFFFF
-    body = b"".join(encode_record(r.offset_delta, r.timestamp_delta, r.key, r.value, r.headers) for r in keep)
+    base_ts = h[7]
+    shift = 0
+    if delete_horizon_ms is not None:
+        attrs |= ATTR_DELETE_HORIZON
+        base_ts, shift = delete_horizon_ms, h[7] - delete_horizon_ms
+    body = b"".join(encode_record(r.offset_delta, r.timestamp_delta + shift, r.key, r.value, r.headers)
+                    for r in keep)
     codec = Compression(attrs & ATTR_COMPRESSION_MASK)
     if not keep:
         attrs &= ~ATTR_COMPRESSION_MASK
@@ -105,7 +114,7 @@ def rebuild_batch(batch: RecordBatch, keep: Sequence[Record]) -> bytes:
         body = compress(codec, body)
     out = bytearray(BATCH_OVERHEAD + len(body))
     _HEAD.pack_into(out, 0, h[0], len(out) - LOG_OVERHEAD, h[2], 2)
-    _REST.pack_into(out, OFF_ATTRIBUTES, attrs, h[6], h[7], h[8], h[9], h[10], h[11], len(keep))
+    _REST.pack_into(out, OFF_ATTRIBUTES, attrs, h[6], base_ts, h[8], h[9], h[10], h[11], len(keep))
     out[BATCH_OVERHEAD:] = body
     struct.pack_into(">I", out, OFF_CRC, crc32c(memoryview(out)[OFF_ATTRIBUTES:]))
     return bytes(out)

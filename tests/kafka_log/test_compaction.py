@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kafka_log.compaction import P_CLEANED_AT, P_TOMBSTONES, CleanerPolicy, OffsetMap, clean
+from kafka_log.compaction import P_CLEANED_AT, P_MARKERS, P_TOMBSTONES, CleanerPolicy, OffsetMap, clean
 from kafka_log.index import P_NEXT
-from kafka_log.txn import AbortedTxn
-from kafka_wire.records import RecordBatch
+from kafka_log.txn import P_ABORTED, AbortedIndex, AbortedTxn
+from kafka_wire.records import RecordBatch, read_end_txn_marker
 from kafka_wire.records.builder import NewRecord, build_batch
 from kafka_wire.records.control import build_end_txn_marker
 from store.managed.cache import EntryCache
@@ -156,4 +156,78 @@ async def test_map_full_ends_the_pass_at_a_ledger_boundary(meta: MetaStore) -> N
     assert done == [first]
     assert [o for o, _, _ in await _records(mlog)] == [1, 2, 3, 4, 5, 6]
     assert P_CLEANED_AT not in mlog.ledgers[1].props  # still dirty: the next pass starts there
+    await mlog.close()
+
+
+def _txn(key: bytes, value: bytes, pid: int, offset: int) -> bytes:
+    return build_batch([NewRecord(key, value, timestamp=1000)], base_offset=offset, producer_id=pid,
+                       producer_epoch=0, base_sequence=0, transactional=True)
+
+
+async def _batch_at(mlog: ManagedLog, ledger_id: int, entry: int) -> RecordBatch:
+    return RecordBatch((await mlog.read(Position(ledger_id, entry)))[0].data)
+
+
+async def test_markers_go_once_their_transaction_is_empty_and_past_the_delete_horizon(meta: MetaStore) -> None:
+    """Kafka's LogCleaner: a marker stays while a batch of its transaction holds records; the
+    first pass that finds none sets its delete horizon (and the abort's index entry goes); the
+    first pass past the horizon leaves an empty control batch header at the same offsets."""
+    client = FakeLedgerClient()
+    batches = [
+        build_batch([NewRecord(b"x", b"1", timestamp=1000)], base_offset=0),
+        _txn(b"y", b"aborted", 7, 1),
+        _at(build_end_txn_marker(7, 0, commit=False, coordinator_epoch=0), 2),
+        _txn(b"k", b"1", 8, 3),  # committed, then superseded by k=2 at 7
+        _at(build_end_txn_marker(8, 0, commit=True, coordinator_epoch=0), 4),
+        _txn(b"q", b"1", 9, 5),  # committed and never superseded: its marker stays
+        _at(build_end_txn_marker(9, 0, commit=True, coordinator_epoch=0), 6),
+        build_batch([NewRecord(b"k", b"2", timestamp=1000)], base_offset=7),
+        build_batch([NewRecord(b"z", b"1", timestamp=1000)], base_offset=8),
+        build_batch([NewRecord(b"w", b"1", timestamp=1000)], base_offset=9),  # the open ledger
+    ]
+    mlog = await _log(meta, client, batches)
+    l0, l1, l2 = (li.ledger_id for li in mlog.ledgers[:3])
+    await mlog.set_ledger_properties(l0, {P_ABORTED: "7,1,2,3"})
+    index = AbortedIndex()
+    index.load_ledger(l0, mlog.ledgers[0].props)
+    pol = CleanerPolicy(min_dirty_ratio=0.0, delete_retention_ms=10_000)
+
+    async def clean_at(now: int) -> list[int]:
+        return await clean(mlog, pol, now=now, lso=100, aborted=[t for _, t in index.entries()],
+                           map_bytes=1 << 20, aborts_gone=index.remove)
+
+    async def markers() -> list[tuple[int, int, int | None]]:
+        """(offset, records, delete horizon) of the three markers."""
+        out = []
+        for lid, entry in ((l0, 2), (l1, 1), (l2, 0)):
+            b = await _batch_at(mlog, lid, entry)
+            assert b.is_control and b.base_offset == b.last_offset and b.compute_crc() == b.crc
+            out.append((b.base_offset, b.record_count, b.delete_horizon_ms))
+        return out
+
+    t = int(time.time() * 1000) + 1000  # the ledgers are older than that (min.compaction.lag.ms 0)
+    # pass 1: the aborted record and the superseded k=1 go; their markers were read with them
+    assert await clean_at(t) == [l0, l1, l2]
+    assert await _records(mlog) == [(0, b"x", b"1"), (5, b"q", b"1"), (7, b"k", b"2"), (8, b"z", b"1"),
+                                    (9, b"w", b"1")]
+    assert await markers() == [(2, 1, None), (4, 1, None), (6, 1, None)]
+    assert [li.props.get(P_MARKERS) for li in mlog.ledgers[:3]] == [str(t), str(t), None]
+    assert len(index) == 1 and mlog.ledgers[0].props[P_ABORTED] == "7,1,2,3"
+    # pass 2 (due by c.mark alone: nothing dirty): no record of 7's and 8's transactions is
+    # left: their markers get a horizon, the abort leaves the index (memory and ledger)
+    assert await clean_at(t + 1) == [l0, l1, l2]
+    horizon = t + 1 + 10_000
+    assert await markers() == [(2, 1, horizon), (4, 1, horizon), (6, 1, None)]
+    assert len(index) == 0 and P_ABORTED not in mlog.ledgers[0].props
+    assert [li.props.get(P_MARKERS) for li in mlog.ledgers[:3]] == [str(horizon), str(horizon), None]
+    # the markers still read as markers (their record timestamps kept)
+    first = await _batch_at(mlog, l0, 2)
+    assert read_end_txn_marker(first) is not None and [r.timestamp_delta + horizon for r in first.records()] == [
+        RecordBatch(batches[2]).header()[7] + r.timestamp_delta for r in RecordBatch(batches[2]).records()]
+    # before the horizon: no pass; past it: the markers become empty control batch headers
+    assert await clean_at(horizon - 1) == []
+    assert await clean_at(horizon) == [l0, l1, l2]
+    assert await markers() == [(2, 0, horizon), (4, 0, horizon), (6, 1, None)]
+    assert all(P_MARKERS not in li.props for li in mlog.ledgers[:3])
+    assert await clean_at(horizon + 10**9) == []  # nothing left to do
     await mlog.close()

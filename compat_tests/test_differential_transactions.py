@@ -15,6 +15,8 @@ from compat_tests.support.differential import Observations, run_both
 from compat_tests.support.targets import Target
 from compat_tests.support.txn_wire import ADD_PARTITIONS_V1, LIST_TXNS, Txn, txn_offset_commit_v6
 from compat_tests.support.wire import Wire
+from kafka_wire.api import API_NAMES
+from kafka_wire.messages.api_versions import ApiVersionsRequest
 from kafka_wire.messages.list_transactions import ListTransactionsRequest
 
 pytestmark = pytest.mark.compat(suite="differential", client="raw protocol")
@@ -86,3 +88,20 @@ def test_transaction_misuse_and_shapes(target: Target, apache_kafka: Target, dif
 def test_txn_offset_commit_v6(target: Target, apache_kafka: Target, differences: Differences) -> None:
     got, _ = run_both(differences, target, apache_kafka, txn_offset_commit_v6)
     assert got["committed"] == {0: (0, 1), 1: (0, 1)}, got
+
+
+TXN_APIS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
+            "WriteTxnMarkers", "DescribeTransactions", "ListTransactions", "DescribeProducers")
+
+
+def txn_api_versions(bootstrap: str) -> Observations:
+    """The versions ApiVersions advertises for the transaction APIs."""
+    with Wire(bootstrap) as w:
+        r = w.call((18, 3), ApiVersionsRequest(client_software_name="quire-compat", client_software_version="1"))
+    served = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in r.api_keys}
+    return {name: served.get(API_NAMES[name].api_key) for name in TXN_APIS}
+
+
+def test_transaction_api_versions(target: Target, apache_kafka: Target, differences: Differences) -> None:
+    got, _ = run_both(differences, target, apache_kafka, txn_api_versions)
+    assert got["TxnOffsetCommit"] == (0, 6), got

@@ -253,6 +253,32 @@ def data_source_agrees(spark: Any, quire: StandaloneGateway, topic: str, expecte
         assert got == expected, level
 
 
+@pytest.mark.compat(suite="migrate", client="quire migrate")
+def test_verify_prints_a_table_and_fails_on_a_mismatch(apache_kafka: Target, quire: StandaloneGateway) -> None:
+    kafka, spark = apache_kafka.bootstrap, shared_session()
+    topic = unique("mig-verify")
+    create_topic(kafka, topic, 2)
+    produce(kafka, topic, 20)
+    out = io.StringIO()
+    assert run(Options(kafka, quire.bootstrap, topics=[topic], groups=[], verify=True), spark=spark, out=out,
+               err=io.StringIO()) == 0, out.getvalue()
+    rows = {line.split()[0]: line.split()[1:] for line in out.getvalue().splitlines()
+            if line.startswith(f"{topic}-")}
+    assert rows == {f"{topic}-0": ["10", "10", "10", "10", "ok"], f"{topic}-1": ["10", "10", "10", "10", "ok"]}
+    # a record written to Quire only: its partition differs (fewer on the source), the run exits 1
+    p = Producer({"bootstrap.servers": quire.bootstrap})
+    p.produce(topic, value=b"quire only", partition=1)
+    assert p.flush(30) == 0
+    out = io.StringIO()
+    assert run(Options(kafka, quire.bootstrap, topics=[topic], groups=[], verify=True), spark=spark, out=out,
+               err=io.StringIO()) == 1, out.getvalue()
+    text = out.getvalue()
+    assert text.splitlines()[-1] == "verify: mismatch", text
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith(f"{topic}-")}
+    assert rows == {f"{topic}-0": ["10", "10", "10", "10", "ok"],
+                    f"{topic}-1": ["10", "11", "11", "10", "MISMATCH"]}, text
+
+
 def test_bad_input_is_one_line(quire: StandaloneGateway, tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "quire", "migrate", *args], capture_output=True, text=True,

@@ -364,10 +364,13 @@ def _with_progress(rnd: Round, run: Callable[[], list[PartitionResult]], out: Te
     th = threading.Thread(target=poll, name="migrate-progress", daemon=True)
     th.start()
     try:
-        return run()
+        results = run()
     finally:
         stop.set()
         th.join()
+    if rnd.tasks:  # the last word on each topic (a round shorter than PROGRESS_S showed none)
+        progress.show({(r.topic, r.partition): r.end for r in results})
+    return results
 
 
 # ---- the job -------------------------------------------------------------------------------

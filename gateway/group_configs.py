@@ -5,6 +5,7 @@ share-partitions of the group when they open."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from gateway.topics.describe import ConfigEntry
 from store.meta.api import BadVersionError, NodeExistsError, NoNodeError
 
 if TYPE_CHECKING:
+    from coordinator.group.config import GroupConfig
     from coordinator.share.config import ShareConfig
     from store.meta.api import MetaStore
 
@@ -33,8 +35,7 @@ class GroupConfigDef:
     default: str
     doc: str
     choices: tuple[str, ...] = ()
-    min: int | None = None
-    max: int | None = None
+    min: int | None = None  # Kafka's ConfigDef bound (the broker's limits come on top: limits())
     fmin: float | None = None  # DOUBLE configs' lower bound
 
 
@@ -53,16 +54,19 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
                    "If blank (the default), the group does not have a DLQ topic."),
     GroupConfigDef("share.auto.offset.reset", ConfigType.STRING, "latest",
                    "The strategy to initialize the share-partition start offset.", choices=("latest", "earliest")),
+    GroupConfigDef("share.delivery.count.limit", ConfigType.INT, "5",
+                   "The maximum number of delivery attempts for a record delivered to a share group.", min=2),
     GroupConfigDef("share.heartbeat.interval.ms", ConfigType.INT, "5000",
-                   "The heartbeat interval given to the members of a share group.", min=5000, max=15000),
+                   "The heartbeat interval given to the members of a share group.", min=1),
     GroupConfigDef("share.isolation.level", ConfigType.STRING, "read_uncommitted",
                    "Controls how to read records written transactionally.",
                    choices=("read_uncommitted", "read_committed")),
+    GroupConfigDef("share.partition.max.record.locks", ConfigType.INT, "2000",
+                   "Share-group record lock limit per share-partition.", min=100),
     GroupConfigDef("share.record.lock.duration.ms", ConfigType.INT, "30000",
-                   "The record acquisition lock duration in milliseconds for share groups.", min=15000, max=60000),
+                   "The record acquisition lock duration in milliseconds for share groups.", min=1000),
     GroupConfigDef("share.session.timeout.ms", ConfigType.INT, "45000",
-                   "The timeout to detect client failures when using the share group protocol.",
-                   min=45000, max=60000),
+                   "The timeout to detect client failures when using the share group protocol.", min=1),
     # Quire's own (Pulsar's negative-ack backoff), defaulting to the broker settings of the name.
     GroupConfigDef(BACKOFF_MIN, ConfigType.INT, "0",
                    "Wait before a released or lock-expired record is redelivered, after its first "
@@ -111,8 +115,24 @@ async def group_config_value(meta: MetaStore, group_id: str, name: str) -> str |
     return configs.get(name)
 
 
-def validate(name: str, value: str) -> str | None:
-    """Why `value` is not acceptable for `name` (Kafka's wording where it has one), else None."""
+def limits(share: ShareConfig, group: GroupConfig) -> dict[str, tuple[int, int]]:
+    """The broker's bounds of group configs (Kafka's GroupConfig.validateValues): the
+    group.consumer.min/max.* and group.share.min/max.* settings."""
+    return {
+        "consumer.session.timeout.ms": (group.consumer_min_session_timeout_ms, group.consumer_max_session_timeout_ms),
+        "consumer.heartbeat.interval.ms": (group.consumer_min_heartbeat_interval_ms,
+                                           group.consumer_max_heartbeat_interval_ms),
+        "share.heartbeat.interval.ms": (share.min_heartbeat_interval_ms, share.max_heartbeat_interval_ms),
+        "share.session.timeout.ms": (share.min_session_timeout_ms, share.max_session_timeout_ms),
+        "share.record.lock.duration.ms": (share.min_record_lock_duration_ms, share.max_record_lock_duration_ms),
+        "share.delivery.count.limit": (share.min_delivery_count_limit, share.max_delivery_count_limit),
+        "share.partition.max.record.locks": (share.min_partition_max_record_locks,
+                                             share.max_partition_max_record_locks),
+    }
+
+
+def validate(name: str, value: str, bounds: Mapping[str, tuple[int, int]]) -> str | None:
+    """Why `value` is not acceptable for `name` (Kafka's wording), else None; `bounds`: limits()."""
     d = GROUP_CONFIG_DEFS.get(name)
     if d is None:
         return f"Unknown group config name: {name}"
@@ -126,16 +146,17 @@ def validate(name: str, value: str) -> str | None:
         except ValueError:
             return f"Invalid value {value} for configuration {name}: Not a number of type INT"
         if d.min is not None and n < d.min:
-            return f"{name} must be greater than or equal to {d.min}"
-        if d.max is not None and n > d.max:
-            return f"{name} must be less than or equal to {d.max}"
+            return f"Invalid value {value} for configuration {name}: Value must be at least {d.min}"
+        lo, hi = bounds.get(name, (n, n))
+        if not lo <= n <= hi:
+            return f"{name} must be in the range {lo} to {hi} inclusive."
     if d.type == ConfigType.DOUBLE:
         try:
             x = float(value)
         except ValueError:
             return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
         if d.fmin is not None and not x >= d.fmin:
-            return f"{name} must be greater than or equal to {d.fmin}"
+            return f"Invalid value {value} for configuration {name}: Value must be at least {d.fmin}"
     return None
 
 
@@ -145,6 +166,8 @@ def _default(share: ShareConfig, d: GroupConfigDef) -> str:
         "share.record.lock.duration.ms": share.record_lock_duration_ms,
         "share.session.timeout.ms": share.session_timeout_ms,
         "share.heartbeat.interval.ms": share.heartbeat_interval_ms,
+        "share.delivery.count.limit": share.delivery_count_limit,
+        "share.partition.max.record.locks": share.partition_max_record_locks,
         BACKOFF_MIN: share.redelivery_backoff_min_ms,
         BACKOFF_MAX: share.redelivery_backoff_max_ms,
         BACKOFF_MULTIPLIER: share.redelivery_backoff_multiplier,

@@ -206,6 +206,10 @@ class SharePartitions:
             out.auto_offset_reset = overrides["share.auto.offset.reset"].lower()
         if "share.record.lock.duration.ms" in overrides:
             out.record_lock_duration_ms = int(overrides["share.record.lock.duration.ms"])
+        if "share.delivery.count.limit" in overrides:
+            out.delivery_count_limit = int(overrides["share.delivery.count.limit"])
+        if "share.partition.max.record.locks" in overrides:
+            out.partition_max_record_locks = int(overrides["share.partition.max.record.locks"])
         out.read_committed = overrides.get("share.isolation.level", "").lower() == "read_committed"
         if BACKOFF_MIN in overrides:
             out.redelivery_backoff_min_ms = int(overrides[BACKOFF_MIN])

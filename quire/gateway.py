@@ -38,12 +38,7 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
         group={s.group_field: r.get_value(s.key) for s in st.for_role(role) if s.group_field},
         transaction_partition_verification=r.get_value("transaction.partition.verification.enable"),
         share=ShareConfig(
-            record_lock_duration_ms=r.get_value("group.share.record.lock.duration.ms"),
-            delivery_count_limit=r.get_value("group.share.delivery.count.limit"),
-            session_timeout_ms=r.get_value("group.share.session.timeout.ms"),
-            heartbeat_interval_ms=r.get_value("group.share.heartbeat.interval.ms"),
-            max_size=r.get_value("group.share.max.size"),
-            partition_max_record_locks=r.get_value("group.share.partition.max.record.locks"),
+            **{s.share_field: r.get_value(s.key) for s in st.for_role(role) if s.share_field},
             redelivery_backoff_min_ms=r.get_value("quire.share.redelivery.backoff.min.ms"),
             redelivery_backoff_max_ms=r.get_value("quire.share.redelivery.backoff.max.ms"),
             redelivery_backoff_multiplier=r.get_value("quire.share.redelivery.backoff.multiplier"),

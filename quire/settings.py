@@ -65,6 +65,7 @@ class Setting:
     flag_aliases: tuple[str, ...] = ()  # older flags still accepted (--dir for a bookie's --data-dir)
     topic_config: str | None = None  # the topic config this broker setting is the default of
     group_field: str | None = None  # the GroupConfig field this group coordinator setting sets
+    share_field: str | None = None  # the ShareConfig field this share-group setting sets
 
     @property
     def dest(self) -> str:
@@ -125,6 +126,42 @@ def _topic_defaults() -> list[Setting]:
         out.append(Setting(defn.broker_synonym, kind, default, f"default {defn.name} of topics: {defn.doc}", G,
                            config_type=defn.type, topic_config=defn.name))
     return out
+
+
+def _share_settings() -> list[Setting]:
+    """The share groups' settings (Kafka's names and defaults), each setting one ShareConfig field."""
+    table = (
+        ("group.share.record.lock.duration.ms", "record_lock_duration_ms",
+         "how long a share consumer holds acquired records before they return"),
+        ("group.share.min.record.lock.duration.ms", "min_record_lock_duration_ms",
+         "lower limit of the share.record.lock.duration.ms group config"),
+        ("group.share.max.record.lock.duration.ms", "max_record_lock_duration_ms",
+         "upper limit of the share.record.lock.duration.ms group config"),
+        ("group.share.delivery.count.limit", "delivery_count_limit",
+         "deliveries of a record to share consumers before it is archived"),
+        ("group.share.min.delivery.count.limit", "min_delivery_count_limit",
+         "lower limit of the share.delivery.count.limit group config"),
+        ("group.share.max.delivery.count.limit", "max_delivery_count_limit",
+         "upper limit of the share.delivery.count.limit group config"),
+        ("group.share.session.timeout.ms", "session_timeout_ms", "share-group member session timeout"),
+        ("group.share.min.session.timeout.ms", "min_session_timeout_ms",
+         "lower limit of the share.session.timeout.ms group config"),
+        ("group.share.max.session.timeout.ms", "max_session_timeout_ms",
+         "upper limit of the share.session.timeout.ms group config"),
+        ("group.share.heartbeat.interval.ms", "heartbeat_interval_ms", "heartbeat interval share-group members are told"),
+        ("group.share.min.heartbeat.interval.ms", "min_heartbeat_interval_ms",
+         "lower limit of the share.heartbeat.interval.ms group config"),
+        ("group.share.max.heartbeat.interval.ms", "max_heartbeat_interval_ms",
+         "upper limit of the share.heartbeat.interval.ms group config"),
+        ("group.share.max.size", "max_size", "members of one share group, at most"),
+        ("group.share.partition.max.record.locks", "partition_max_record_locks",
+         "records in flight per share-partition, at most"),
+        ("group.share.min.partition.max.record.locks", "min_partition_max_record_locks",
+         "lower limit of the share.partition.max.record.locks group config"),
+        ("group.share.max.partition.max.record.locks", "max_partition_max_record_locks",
+         "upper limit of the share.partition.max.record.locks group config"),
+    )
+    return [Setting(key, int, getattr(_SHARE, name), doc, G, share_field=name) for key, name, doc in table]
 
 
 def _group_settings() -> list[Setting]:
@@ -196,17 +233,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("transaction.partition.verification.enable", bool, True,
             "a partition owner asks the transaction coordinator that a partition is in the transaction "
             "before appending its first transactional batch", G),
-    Setting("group.share.record.lock.duration.ms", int, _SHARE.record_lock_duration_ms,
-            "how long a share consumer holds acquired records before they return", G),
-    Setting("group.share.delivery.count.limit", int, _SHARE.delivery_count_limit,
-            "deliveries of a record to share consumers before it is archived", G),
-    Setting("group.share.session.timeout.ms", int, _SHARE.session_timeout_ms,
-            "share-group member session timeout", G),
-    Setting("group.share.heartbeat.interval.ms", int, _SHARE.heartbeat_interval_ms,
-            "heartbeat interval share-group members are told", G),
-    Setting("group.share.max.size", int, _SHARE.max_size, "members of one share group, at most", G),
-    Setting("group.share.partition.max.record.locks", int, _SHARE.partition_max_record_locks,
-            "records in flight per share-partition, at most", G),
+    *_share_settings(),
     *_topic_defaults(),
     Setting("log.cleaner.enable", bool, True, "run the log cleaner on compacted topics' partitions", G),
     Setting("log.cleaner.dedupe.buffer.size", int, 134217728,

@@ -18,6 +18,18 @@ class ShareConfig:
     record_lock_duration_ms: int = 30000  # group.share.record.lock.duration.ms
     delivery_count_limit: int = 5  # group.share.delivery.count.limit
     partition_max_record_locks: int = 2000  # group.share.partition.max.record.locks
+    # The bounds of the group configs of the same names (share.record.lock.duration.ms, ...):
+    # group.share.min.* / group.share.max.*, Kafka's names and defaults.
+    min_record_lock_duration_ms: int = 15000
+    max_record_lock_duration_ms: int = 60000
+    min_session_timeout_ms: int = 45000
+    max_session_timeout_ms: int = 60000
+    min_heartbeat_interval_ms: int = 5000
+    max_heartbeat_interval_ms: int = 15000
+    min_delivery_count_limit: int = 2
+    max_delivery_count_limit: int = 10
+    min_partition_max_record_locks: int = 100
+    max_partition_max_record_locks: int = 4000
     auto_offset_reset: str = AUTO_OFFSET_RESET_LATEST  # share.auto.offset.reset (a group config)
     read_committed: bool = False  # share.isolation.level=read_committed (a group config)
     # Redelivery backoff (Pulsar's negative-ack backoff; quire.share.redelivery.backoff.*): a

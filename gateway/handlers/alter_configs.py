@@ -9,7 +9,8 @@ from typing import Protocol, TypeVar
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.group_configs import GROUP_CONFIG_DEFS, read_group_configs, validate, write_group_configs
+from gateway.group_configs import GROUP_CONFIG_DEFS, limits, read_group_configs, validate, write_group_configs
+from gateway.groups import group_config
 from gateway.topics.configs import TOPIC_CONFIGS, ConfigType
 from gateway.topics.naming import invalid_reason
 from kafka_wire.errors import ErrorCode
@@ -58,10 +59,11 @@ async def _alter_group(ctx: RequestContext, r: _Resource, validate_only: bool) -
         (c.config_operation, c.name, c.value) if incremental else (SET, c.name, c.value)
         for c in r.configs  # type: ignore[attr-defined]
     ]
+    bounds = limits(ctx.services.config.share, group_config(ctx.services))
     for op, name, value in ops:
         if op not in (SET, DELETE):
             raise _err(ErrorCode.INVALID_CONFIG, f"Config value append/subtract is not allowed for config key: {name}")
-        reason = validate(name, value) if op == SET and value is not None else (
+        reason = validate(name, value, bounds) if op == SET and value is not None else (
             None if name in GROUP_CONFIG_DEFS else f"Unknown group config name: {name}")
         if op == SET and value is None:
             reason = f"Null value not supported for : {name}"

@@ -183,6 +183,43 @@ def test_redelivery_backoff_group_configs(module_standalone: StandaloneGateway, 
     assert time.monotonic() - released >= 0.4
 
 
+def test_delivery_count_limit_and_record_locks_group_configs(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """Kafka 4.4's group configs share.delivery.count.limit and share.partition.max.record.locks,
+    bounded by the broker's group.share.min/max.* settings with Kafka's messages; the group's
+    limit archives a record released that many times."""
+    topic, group = "raw-share-limits", "rg-limits"
+    create_topic(module_standalone.bootstrap, topic)
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    produce_one(raw, topic, batch(1))
+    R = IncrementalAlterConfigsRequest
+    for name, value, message in (
+        ("share.delivery.count.limit", "11", "share.delivery.count.limit must be in the range 2 to 10 inclusive."),
+        ("share.delivery.count.limit", "1",
+         "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"),
+        ("share.partition.max.record.locks", "4001",
+         "share.partition.max.record.locks must be in the range 100 to 4000 inclusive."),
+        ("share.record.lock.duration.ms", "1000",
+         "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive."),
+    ):
+        resp = raw.call(R(resources=[R.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+            R.AlterableConfig(name=name, config_operation=0, value=value)])]), 1)
+        assert (resp.responses[0].error_code, resp.responses[0].error_message) == (
+            ErrorCode.INVALID_CONFIG, message)
+    _earliest(raw, group, share_delivery_count_limit="2")
+    DR = DescribeConfigsRequest.DescribeConfigsResource
+    desc = raw.call(DescribeConfigsRequest(resources=[DR(resource_type=32, resource_name=group, configuration_keys=[
+        "share.delivery.count.limit", "share.partition.max.record.locks"])]), 4)
+    assert sorted((c.name, c.value, c.config_source) for c in desc.results[0].configs) == [
+        ("share.delivery.count.limit", "2", 8), ("share.partition.max.record.locks", "2000", 5)]
+    resp = raw.call(_fetch(tid, 0, group=group), 2)
+    assert [(a.first_offset, a.delivery_count) for a in resp.responses[0].partitions[0].acquired_records] == [(0, 1)]
+    resp = raw.call(_fetch(tid, 1, [(0, 0, [RELEASE])], group=group), 2)
+    assert [(a.first_offset, a.delivery_count) for a in resp.responses[0].partitions[0].acquired_records] == [(0, 2)]
+    resp = raw.call(_fetch(tid, 2, [(0, 0, [RELEASE])], group=group), 2)
+    assert resp.responses[0].partitions[0].acknowledge_error_code == 0
+    assert not resp.responses[0].partitions[0].acquired_records  # the group's limit (2, not 5) archived it
+
+
 async def test_dead_letter_topic(module_standalone: StandaloneGateway, raw: Raw) -> None:
     """KIP-1191's group configs: a REJECTed record is copied to the dead-letter topic (created on
     demand) with Kafka's context headers, then archived; DescribeConfigs reports the configs."""

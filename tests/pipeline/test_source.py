@@ -227,6 +227,24 @@ def _first_at(rows: list[Row], partition: int, ts: int) -> int:
     return min((r[1] for r in rows if r[0] == partition and r[5] >= ts), default=1 << 62)
 
 
+def test_per_partition_timestamps_and_ending_timestamp(spark: SparkSession, rolled: tuple[str, list[Row]]) -> None:
+    """startingOffsetsByTimestamp (per partition), endingTimestamp and endingOffsetsByTimestamp:
+    Kafka's offset-for-time, the first offset whose timestamp is at or after the given one."""
+    data_dir, expected = rolled
+    of = {p: [r for r in expected if r[0] == p] for p in (0, 1)}
+    ts = {0: of[0][len(of[0]) // 3][5], 1: of[1][2 * len(of[1]) // 3][5]}
+    by_ts = f'{{"rolled":{{"0":{ts[0]},"1":{ts[1]}}}}}'
+    since = reader(spark, data_dir, subscribe="rolled", includeHeaders="true", startingOffsetsByTimestamp=by_ts)
+    assert spark_rows(since) == [r for r in expected if r[1] >= _first_at(expected, r[0], ts[r[0]])]
+    before = reader(spark, data_dir, subscribe="rolled", includeHeaders="true", endingOffsetsByTimestamp=by_ts)
+    assert spark_rows(before) == [r for r in expected if r[1] < _first_at(expected, r[0], ts[r[0]])]
+    assert spark_rows(since) and spark_rows(before)  # the timestamps cut both partitions
+    until = reader(spark, data_dir, subscribe="rolled", includeHeaders="true", endingTimestamp=str(ts[0]))
+    assert spark_rows(until) == [r for r in expected if r[1] < _first_at(expected, r[0], ts[0])]
+    with pytest.raises(Exception, match="startingOffsetsByTimestamp"):
+        reader(spark, data_dir, subscribe="rolled", startingOffsetsByTimestamp=f'{{"rolled":{{"0":{ts[0]}}}}}').collect()
+
+
 @pytest.mark.parametrize(("opts", "named"), [
     ({}, "subscribe, subscribePattern, assign"),
     ({"subscribe": "a", "assign": '{"a":[0]}'}, "subscribe, subscribePattern, assign"),

@@ -1,6 +1,7 @@
 """Spark's own Kafka connector (spark-sql-kafka-0-10, from Maven Central through
 compat_tests/spark/install.sh) against a Quire gateway, unchanged: batch write, batch read and a
-streaming read with Trigger.AvailableNow, checked against what a Kafka consumer of Quire gets.
+streaming read with Trigger.AvailableNow, and a micro-batch read of a live producer written back with
+writeStream, checked against what a Kafka consumer of Quire gets.
 One Spark session (local[2]) for the module."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
 from compat_tests.support.clients import create_topic, unique
@@ -77,3 +78,39 @@ def test_batch_write_then_batch_and_streaming_reads(spark: SparkSession, target:
     q.awaitTermination(180)
     assert q.exception() is None
     assert rows_of(spark.read.parquet(str(out))) == expected
+
+
+@pytest.mark.compat(suite="spark", client="spark-sql-kafka")
+def test_streaming_read_of_a_live_producer_written_with_write_stream(spark: SparkSession, target: Target,
+                                                                     tmp_path: Path) -> None:
+    """A micro-batch query (processing-time trigger) reads a topic while a producer keeps writing to
+    it, and writes each row to a second topic with Spark's Kafka sink (writeStream): the second
+    topic ends with every produced record, each once (no failure in the run: nothing replayed)."""
+    bs = target.bootstrap
+    src, dst = unique("spark-live"), unique("spark-sink")
+    create_topic(bs, src, partitions=2)
+    create_topic(bs, dst, partitions=2)
+    n = 300
+    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bs).option("subscribe", src)
+              .option("startingOffsets", "earliest").option("includeHeaders", "true").load()
+              .selectExpr("key", "value", "headers", "partition"))
+    q = (stream.writeStream.format("kafka").option("kafka.bootstrap.servers", bs).option("topic", dst)
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="500 milliseconds").start())
+    try:
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+        for i in range(n):  # in small flushes, so the query sees the topic grow across micro-batches
+            p.produce(src, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2,
+                      headers=[("i", f"{i}".encode())])
+            if i % 50 == 49:
+                assert p.flush(30) == 0
+                q.processAllAvailable()
+        assert p.flush(30) == 0
+        q.processAllAvailable()
+        assert q.exception() is None
+        batches = [b for b in q.recentProgress if b["numInputRows"]]
+        assert len(batches) > 1  # the records arrived over several micro-batches
+    finally:
+        q.stop()
+    want = sorted((p, k, v, h) for p, _, k, v, h in consume_all(bs, src, 2))
+    assert len(want) == n
+    assert sorted((p, k, v, h) for p, _, k, v, h in consume_all(bs, dst, 2)) == want

@@ -26,6 +26,7 @@ BACKOFF_MIN = "quire.share.redelivery.backoff.min.ms"
 BACKOFF_MAX = "quire.share.redelivery.backoff.max.ms"
 BACKOFF_MULTIPLIER = "quire.share.redelivery.backoff.multiplier"
 SHARE_MODE = "quire.share.mode"
+RENEW_ACK = "share.renew.acknowledge.enable"  # KIP-1222 (Kafka 4.4)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
                    "Share-group record lock limit per share-partition.", min=100),
     GroupConfigDef("share.record.lock.duration.ms", ConfigType.INT, "30000",
                    "The record acquisition lock duration in milliseconds for share groups.", min=1000),
+    GroupConfigDef(RENEW_ACK, ConfigType.BOOLEAN, "true",
+                   "Whether the renew acknowledge type is enabled for the share group.", choices=("true", "false")),
     GroupConfigDef("share.session.timeout.ms", ConfigType.INT, "45000",
                    "The timeout to detect client failures when using the share group protocol.", min=1),
     # Quire's own (Pulsar's negative-ack backoff), defaulting to the broker settings of the name.

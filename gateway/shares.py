@@ -32,6 +32,7 @@ from gateway.group_configs import (
     BACKOFF_MULTIPLIER,
     DLQ_COPY_RECORD,
     DLQ_TOPIC,
+    RENEW_ACK,
     SHARE_MODE,
     read_group_configs,
 )
@@ -220,6 +221,7 @@ class SharePartitions:
         out.dlq_topic = overrides.get(DLQ_TOPIC, "").strip()
         out.dlq_copy_record = overrides.get(DLQ_COPY_RECORD, "").lower() == "true"
         out.key_shared = overrides.get(SHARE_MODE, "").lower() == MODE_KEY_SHARED
+        out.renew_acknowledge_enable = overrides.get(RENEW_ACK, "true").lower() == "true"
         return out
 
     def _drop(self, key: tuple[str, uuid.UUID, int], entry: _Entry | None = None) -> None:

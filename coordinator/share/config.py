@@ -32,6 +32,7 @@ class ShareConfig:
     max_partition_max_record_locks: int = 4000
     auto_offset_reset: str = AUTO_OFFSET_RESET_LATEST  # share.auto.offset.reset (a group config)
     read_committed: bool = False  # share.isolation.level=read_committed (a group config)
+    renew_acknowledge_enable: bool = True  # share.renew.acknowledge.enable (a group config, KIP-1222)
     # Redelivery backoff (Pulsar's negative-ack backoff; quire.share.redelivery.backoff.*): a
     # RELEASEd or lock-expired record is acquirable again only after
     # min(max, min * multiplier ** (delivery count - 1)) ms; min 0 turns it off (Kafka's way).

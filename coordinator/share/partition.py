@@ -572,6 +572,8 @@ class SharePartition:
                     runs.append((o, o, AckType(t)))
         if first < self.spso or last >= self.end:
             raise InvalidRecordState(f"offsets {first}-{last} are not in flight")
+        if not self.config.renew_acknowledge_enable and any(t is AckType.RENEW for _, _, t in runs):
+            raise InvalidRecordState("Renewing acquisition locks is not enabled for the group.")  # Kafka's words
         for f, la, t in runs:
             if t is AckType.GAP:
                 continue

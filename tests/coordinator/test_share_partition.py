@@ -87,6 +87,19 @@ async def test_acknowledge_types() -> None:
         (9, 9, RecordState.AVAILABLE, 1)]
 
 
+async def test_renew_refused_when_the_group_turned_it_off() -> None:
+    """share.renew.acknowledge.enable=false: a RENEW is INVALID_RECORD_STATE with Kafka's message,
+    and the records stay held by the member as they were."""
+    clock = FakeClock()
+    sp = SharePartition(0, ShareConfig(record_lock_duration_ms=1000, renew_acknowledge_enable=False), clock=clock)
+    sp.acquire("a", [(0, 4)], 10)
+    with pytest.raises(InvalidRecordState, match=r"^Renewing acquisition locks is not enabled for the group\.$"):
+        sp.acknowledge("a", 0, 4, [ACCEPT, ACCEPT, RENEW, ACCEPT, ACCEPT])
+    assert [(s.first, s.last, s.state, s.member) for s in sp.spans()] == [(0, 4, RecordState.ACQUIRED, "a")]
+    sp.acknowledge("a", 0, 4, [ACCEPT])
+    assert sp.spso == 5
+
+
 async def test_invalid_record_state_changes_nothing() -> None:
     clock = FakeClock()
     sp, _ = make(clock)

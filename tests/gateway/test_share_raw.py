@@ -208,9 +208,10 @@ def test_delivery_count_limit_and_record_locks_group_configs(module_standalone: 
     _earliest(raw, group, share_delivery_count_limit="2")
     DR = DescribeConfigsRequest.DescribeConfigsResource
     desc = raw.call(DescribeConfigsRequest(resources=[DR(resource_type=32, resource_name=group, configuration_keys=[
-        "share.delivery.count.limit", "share.partition.max.record.locks"])]), 4)
+        "share.delivery.count.limit", "share.partition.max.record.locks", "share.renew.acknowledge.enable"])]), 4)
     assert sorted((c.name, c.value, c.config_source) for c in desc.results[0].configs) == [
-        ("share.delivery.count.limit", "2", 8), ("share.partition.max.record.locks", "2000", 5)]
+        ("share.delivery.count.limit", "2", 8), ("share.partition.max.record.locks", "2000", 5),
+        ("share.renew.acknowledge.enable", "true", 5)]
     resp = raw.call(_fetch(tid, 0, group=group), 2)
     assert [(a.first_offset, a.delivery_count) for a in resp.responses[0].partitions[0].acquired_records] == [(0, 1)]
     resp = raw.call(_fetch(tid, 1, [(0, 0, [RELEASE])], group=group), 2)

@@ -207,6 +207,10 @@ class SharePartitions:
             out.auto_offset_reset = overrides["share.auto.offset.reset"].lower()
         if "share.record.lock.duration.ms" in overrides:
             out.record_lock_duration_ms = int(overrides["share.record.lock.duration.ms"])
+        if "share.session.timeout.ms" in overrides:
+            out.session_timeout_ms = int(overrides["share.session.timeout.ms"])
+        if "share.heartbeat.interval.ms" in overrides:
+            out.heartbeat_interval_ms = int(overrides["share.heartbeat.interval.ms"])
         if "share.delivery.count.limit" in overrides:
             out.delivery_count_limit = int(overrides["share.delivery.count.limit"])
         if "share.partition.max.record.locks" in overrides:

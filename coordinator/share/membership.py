@@ -85,7 +85,11 @@ class ShareGroupOps(ShardState):
         client_id: str,
         client_host: str,
         resolve: TopicResolver,
+        session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
     ) -> HeartbeatResult:
+        """`session_timeout_ms`, `heartbeat_interval_ms`: the group's configs of the names
+        (share.session.timeout.ms, ...), else the group.share.* settings."""
         def fail(code: int, msg: str | None = None) -> HeartbeatResult:
             return HeartbeatResult(code, msg, member_id=member_id or None, member_epoch=member_epoch)
 
@@ -149,22 +153,22 @@ class ShareGroupOps(ShardState):
         err = await self._append(records)
         if err:
             return fail(err)
-        self._schedule_share_session(group, member)
+        self._schedule_share_session(group, member, session_timeout_ms)
         out = HeartbeatResult(
             ErrorCode.NONE,
             member_id=member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.share_config.heartbeat_interval_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms or self.share_config.heartbeat_interval_ms,
         )
         if member.sent_assignment != member.assignment or subscribed is not None:
             out.assignment = {t: list(ps) for t, ps in member.assignment.items()}
             member.sent_assignment = out.assignment
         return out
 
-    def _schedule_share_session(self, group: ShareGroup, member: ShareMember) -> None:
+    def _schedule_share_session(self, group: ShareGroup, member: ShareMember, timeout_ms: int | None = None) -> None:
         member.cancel_timer()
         member.timer = self._clock.call_later(
-            self.share_config.session_timeout_ms / 1000, self._on_share_session_expired, group, member
+            (timeout_ms or self.share_config.session_timeout_ms) / 1000, self._on_share_session_expired, group, member
         )
 
     def _on_share_session_expired(self, group: ShareGroup, member: ShareMember) -> None:

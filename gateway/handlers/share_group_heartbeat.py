@@ -29,6 +29,8 @@ async def share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeartbeatReq
         coord = await group_coordinator(ctx, req.group_id)
     except KafkaApiError as e:
         return Resp(error_code=e.error_code, error_message=e.message)
+    shares = ctx.services.share_partitions()
+    group_config = await shares.group_share_config(req.group_id) if req.group_id else shares.config
     r = await coord.share_heartbeat(
         req.group_id,
         req.member_id,
@@ -38,6 +40,8 @@ async def share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeartbeatReq
         ctx.client_id or "",
         client_host(ctx),
         resolve,
+        session_timeout_ms=group_config.session_timeout_ms,
+        heartbeat_interval_ms=group_config.heartbeat_interval_ms,
     )
     assignment = None
     if r.assignment is not None:

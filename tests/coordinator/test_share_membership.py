@@ -93,6 +93,20 @@ async def test_session_expiry_reassigns() -> None:
     assert (await hb(c, "b", 2)).error == E.UNKNOWN_MEMBER_ID
 
 
+async def test_the_group_s_session_timeout_and_heartbeat_interval() -> None:
+    """share.session.timeout.ms / share.heartbeat.interval.ms of the group, passed by the
+    handler, over the group.share.* settings (1 s session here)."""
+    clock = FakeClock()
+    c = await coordinator(clock)
+    a = await c.share_heartbeat("sg", "a", 0, None, ["t1"], "cli", "/h", resolve, session_timeout_ms=3000,
+                                heartbeat_interval_ms=7000)
+    assert (a.error, a.heartbeat_interval_ms) == (E.NONE, 7000)
+    await clock.advance(2)  # past the setting's 1 s, within the group's 3 s
+    assert [m.member_id for m in c.describe_share_group("sg").members] == ["a"]
+    await clock.advance(1.1)
+    assert c.describe_share_group("sg").members == []
+
+
 async def test_list_describe_and_delete_share_groups() -> None:
     c = await coordinator()
     await hb(c, "a", 0, ["t1"])

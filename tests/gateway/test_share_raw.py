@@ -186,7 +186,7 @@ def test_redelivery_backoff_group_configs(module_standalone: StandaloneGateway, 
 def test_delivery_count_limit_and_record_locks_group_configs(module_standalone: StandaloneGateway, raw: Raw) -> None:
     """Kafka 4.4's group configs share.delivery.count.limit and share.partition.max.record.locks,
     bounded by the broker's group.share.min/max.* settings with Kafka's messages; the group's
-    limit archives a record released that many times."""
+    limit archives a record released that many times; its heartbeat interval reaches members."""
     topic, group = "raw-share-limits", "rg-limits"
     create_topic(module_standalone.bootstrap, topic)
     tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
@@ -205,7 +205,10 @@ def test_delivery_count_limit_and_record_locks_group_configs(module_standalone: 
             R.AlterableConfig(name=name, config_operation=0, value=value)])]), 1)
         assert (resp.responses[0].error_code, resp.responses[0].error_message) == (
             ErrorCode.INVALID_CONFIG, message)
-    _earliest(raw, group, share_delivery_count_limit="2")
+    _earliest(raw, group, share_delivery_count_limit="2", share_heartbeat_interval_ms="6000")
+    hb = raw.call(ShareGroupHeartbeatRequest(group_id=group, member_id="m1", member_epoch=0,
+                                             subscribed_topic_names=[topic]), 1)
+    assert (hb.error_code, hb.heartbeat_interval_ms) == (0, 6000)  # the group's, not the setting's 5000
     DR = DescribeConfigsRequest.DescribeConfigsResource
     desc = raw.call(DescribeConfigsRequest(resources=[DR(resource_type=32, resource_name=group, configuration_keys=[
         "share.delivery.count.limit", "share.partition.max.record.locks", "share.renew.acknowledge.enable"])]), 4)

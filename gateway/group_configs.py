@@ -9,7 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from coordinator.share.config import MODE_KEY_SHARED, MODE_SHARED
+from coordinator.share.config import (
+    AUTO_OFFSET_RESET_EARLIEST,
+    AUTO_OFFSET_RESET_LATEST,
+    BY_DURATION,
+    MODE_KEY_SHARED,
+    MODE_SHARED,
+    by_duration_ms,
+)
 from gateway.topics.configs import ConfigSource, ConfigType
 from gateway.topics.describe import ConfigEntry
 from store.meta.api import BadVersionError, NodeExistsError, NoNodeError
@@ -26,6 +33,7 @@ BACKOFF_MIN = "quire.share.redelivery.backoff.min.ms"
 BACKOFF_MAX = "quire.share.redelivery.backoff.max.ms"
 BACKOFF_MULTIPLIER = "quire.share.redelivery.backoff.multiplier"
 SHARE_MODE = "quire.share.mode"
+AUTO_OFFSET_RESET = "share.auto.offset.reset"
 RENEW_ACK = "share.renew.acknowledge.enable"  # KIP-1222 (Kafka 4.4)
 
 
@@ -53,8 +61,9 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef(DLQ_TOPIC, ConfigType.STRING, "",
                    "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share group. "
                    "If blank (the default), the group does not have a DLQ topic."),
-    GroupConfigDef("share.auto.offset.reset", ConfigType.STRING, "latest",
-                   "The strategy to initialize the share-partition start offset.", choices=("latest", "earliest")),
+    GroupConfigDef(AUTO_OFFSET_RESET, ConfigType.STRING, "latest",
+                   "The strategy to initialize the share-partition start offset: earliest, latest or "
+                   "by_duration:<duration> (ISO 8601, PnDTnHnMn.nS; the first record at most that old)."),
     GroupConfigDef("share.delivery.count.limit", ConfigType.INT, "5",
                    "The maximum number of delivery attempts for a record delivered to a share group.", min=2),
     GroupConfigDef("share.heartbeat.interval.ms", ConfigType.INT, "5000",
@@ -141,6 +150,15 @@ def validate(name: str, value: str, bounds: Mapping[str, tuple[int, int]]) -> st
         return f"Unknown group config name: {name}"
     if name == DLQ_TOPIC and value.startswith("__"):
         return f"{name}: DLQ topic name must not start with '__'"
+    if name == AUTO_OFFSET_RESET:
+        try:
+            if by_duration_ms(value) is not None:
+                return None
+        except ValueError as e:
+            return f"Invalid value {value} for configuration {name}: {e}"
+        if value.lower() not in (AUTO_OFFSET_RESET_EARLIEST, AUTO_OFFSET_RESET_LATEST):
+            return (f"Invalid value {value} for configuration {name}: String must be one of: "
+                    f"{AUTO_OFFSET_RESET_LATEST}, {AUTO_OFFSET_RESET_EARLIEST}, {BY_DURATION}<duration>")
     if d.choices and value.lower() not in d.choices:
         return f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(d.choices)}"
     if d.type == ConfigType.INT:

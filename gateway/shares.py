@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from coordinator.share.config import AUTO_OFFSET_RESET_EARLIEST, MODE_KEY_SHARED, ShareConfig
+from coordinator.share.config import AUTO_OFFSET_RESET_EARLIEST, MODE_KEY_SHARED, ShareConfig, by_duration_ms
 from coordinator.share.dead_letters import SourceRecord, drain
 from coordinator.share.partition import (
     InvalidRecordState,
@@ -109,6 +109,19 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch >= 0x7FFFFFFF else epoch + 1
 
 
+async def _initial_spso(config: ShareConfig, plog: PartitionLog) -> int:
+    """A new share-partition's start offset, by share.auto.offset.reset: the log start, the first
+    record at most the by_duration's age (the end if none is), or the end."""
+    if config.auto_offset_reset == AUTO_OFFSET_RESET_EARLIEST:
+        return plog.log_start_offset
+    duration_ms = by_duration_ms(config.auto_offset_reset)
+    if duration_ms is not None:
+        found = await plog.offset_for_timestamp(int(time.time() * 1000) - duration_ms)
+        if found is not None:
+            return found[1]
+    return plog.high_watermark
+
+
 class SharePartitions:
     """Every share-partition this gateway serves, and the share sessions."""
 
@@ -156,8 +169,7 @@ class SharePartitions:
             sp = SharePartition(spso, config, store=store, stored=stored, on_available=lambda: holder[0].wake())
             sp.skip_to(plog.log_start_offset)
         else:
-            earliest = config.auto_offset_reset == AUTO_OFFSET_RESET_EARLIEST
-            spso = plog.log_start_offset if earliest else plog.high_watermark
+            spso = await _initial_spso(config, plog)
             sp = SharePartition(spso, config, store=store, on_available=lambda: holder[0].wake())
         holder.append(_Entry(plog, sp))
         if SPSO_PROP not in props:

@@ -3,10 +3,37 @@ ShareGroupConfig in Kafka 4.4)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 SHARE_PROTOCOL_TYPE = "share"  # ListGroups' protocol and group type of a share group
 AUTO_OFFSET_RESET_LATEST, AUTO_OFFSET_RESET_EARLIEST = "latest", "earliest"
+BY_DURATION = "by_duration:"  # share.auto.offset.reset=by_duration:<ISO 8601 duration> (KIP-1106)
+# java.time.Duration.parse's grammar: PnDTnHnMn.nS, each part signed, optionally negated as a whole.
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
+                       r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def by_duration_ms(value: str) -> int | None:
+    """The duration of a `by_duration:` reset strategy in ms, None for another strategy;
+    ValueError (Kafka's AutoOffsetResetStrategy messages) when it is malformed or negative."""
+    if not value.lower().startswith(BY_DURATION):
+        return None
+    text = value[len(BY_DURATION):].strip()
+    if not text:
+        raise ValueError("<:duration> part is missing in by_duration auto offset reset strategy.")
+    m = _DURATION.fullmatch(text)
+    if m is None or m.group(3) == "T" or not any(m.group(i) for i in (2, 4, 5, 6)):
+        raise ValueError("Unable to parse duration string in by_duration offset reset strategy.")
+    days, hours, minutes, secs = (int(m.group(i) or 0) for i in (2, 4, 5, 6))
+    frac = int((m.group(7) or "").ljust(9, "0")) // 1_000_000  # ms of the fraction, signed as its seconds
+    ms = ((days * 24 + hours) * 60 + minutes) * 60_000 + secs * 1000
+    ms += -frac if (m.group(6) or "").startswith("-") else frac
+    if m.group(1) == "-":
+        ms = -ms
+    if ms < 0:
+        raise ValueError("Negative duration is not supported in by_duration offset reset strategy.")
+    return ms
 MODE_SHARED, MODE_KEY_SHARED = "shared", "key_shared"  # quire.share.mode (a group config)
 
 

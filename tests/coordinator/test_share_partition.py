@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.share.config import ShareConfig
+from coordinator.share.config import ShareConfig, by_duration_ms
 from coordinator.share.partition import (
     AckType,
     InvalidRecordState,
@@ -285,3 +285,17 @@ async def test_a_takeover_checks_restored_never_delivered_records_again() -> Non
     got = sp.acquire("a", [(0, 4), (5, 5)], 100, due=lambda base: [(2, 2, later)] if base == 0 else [])
     assert got == [(0, 1, 1), (3, 4, 1), (5, 5, 2)]
     sp.close()
+
+
+@pytest.mark.parametrize(("value", "ms"), [
+    ("by_duration:PT1H", 3_600_000), ("BY_DURATION:p1dt2h3m4.5s", 93_784_500), ("by_duration:PT0.25S", 250),
+    ("by_duration:P0D", 0), ("earliest", None), ("latest", None),
+])
+def test_by_duration_reset_is_java_s_duration(value: str, ms: int | None) -> None:
+    assert by_duration_ms(value) == ms
+
+
+@pytest.mark.parametrize("value", ["by_duration:", "by_duration:PT", "by_duration:1h", "by_duration:-PT1S"])
+def test_bad_by_duration_resets(value: str) -> None:
+    with pytest.raises(ValueError, match="by_duration"):
+        by_duration_ms(value)

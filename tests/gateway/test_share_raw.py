@@ -224,6 +224,32 @@ def test_delivery_count_limit_and_record_locks_group_configs(module_standalone: 
     assert not resp.responses[0].partitions[0].acquired_records  # the group's limit (2, not 5) archived it
 
 
+def test_auto_offset_reset_by_duration(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """share.auto.offset.reset=by_duration:<ISO 8601> (Kafka 4.4): a new share-partition starts at
+    the first record at most that old; malformed or negative durations get Kafka's messages."""
+    topic, group = "raw-share-by-duration", "rg-by-duration"
+    create_topic(module_standalone.bootstrap, topic)
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    now = int(time.time() * 1000)
+    old = [NewRecord(b"k", b"old", (), now - 2 * 3600_000 + i) for i in range(3)]
+    assert produce_one(raw, topic, build_batch(old)).error_code == 0
+    assert produce_one(raw, topic, batch(2)).error_code == 0  # offsets 3-4, now
+    R = IncrementalAlterConfigsRequest
+    for value, message in (("by_duration:PT-1H", "Negative duration is not supported in by_duration offset "
+                                                 "reset strategy."),
+                           ("by_duration:1h", "Unable to parse duration string in by_duration offset reset "
+                                              "strategy.")):
+        resp = raw.call(R(resources=[R.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+            R.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value=value)])]), 1)
+        assert (resp.responses[0].error_code, resp.responses[0].error_message) == (
+            ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration share.auto.offset.reset: {message}")
+    resp = raw.call(R(resources=[R.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+        R.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="by_duration:PT1H")])]), 1)
+    assert resp.responses[0].error_code == 0
+    resp = raw.call(_fetch(tid, 0, group=group), 2)
+    assert [(a.first_offset, a.last_offset) for a in resp.responses[0].partitions[0].acquired_records] == [(3, 4)]
+
+
 async def test_dead_letter_topic(module_standalone: StandaloneGateway, raw: Raw) -> None:
     """KIP-1191's group configs: a REJECTed record is copied to the dead-letter topic (created on
     demand) with Kafka's context headers, then archived; DescribeConfigs reports the configs."""

@@ -168,8 +168,8 @@ def _reason(e: Exception) -> str:
 
 
 def _drop_refused(admin: Any, plans: list[TopicPlan]) -> None:
-    """Configs Quire refuses (e.g. cleanup.policy=compact: no compaction yet) move to
-    not_carried, each found by a validate-only CreateTopics of its own."""
+    """Configs Quire refuses (a value outside its range, say) move to not_carried, each found
+    by a validate-only CreateTopics of its own."""
     from confluent_kafka.admin import NewTopic
 
     for t in plans:

@@ -5,6 +5,7 @@ topics and delayed delivery."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from kafka_wire.messages.share_fetch import ShareFetchRequest, ShareFetchRespons
 from kafka_wire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 from kafka_wire.records import iter_batches
 from kafka_wire.records.builder import NewRecord, build_batch
+from quire.admin import main as admin_main
 from tests.gateway.test_produce_raw import Raw, batch, create_topic, produce_one
 from tests.gateway.test_transactions_raw import fetch_committed, markers, new_pid, produce, values_batch
 from tests.support.gateway import StandaloneGateway, module_gateway
@@ -248,6 +250,51 @@ def test_auto_offset_reset_by_duration(module_standalone: StandaloneGateway, raw
     assert resp.responses[0].error_code == 0
     resp = raw.call(_fetch(tid, 0, group=group), 2)
     assert [(a.first_offset, a.last_offset) for a in resp.responses[0].partitions[0].acquired_records] == [(3, 4)]
+
+
+def test_admin_groups_describe_shows_a_share_group_in_flight(
+        module_standalone: StandaloneGateway, raw: Raw, capsys: pytest.CaptureFixture[str]) -> None:
+    """`quire admin groups describe` of a share group while records are held: its members and,
+    per partition, the SPSO, in-flight, archived (finished past the SPSO), backlog and log end."""
+    topic, group = "raw-share-admin", "rg-admin"
+    create_topic(module_standalone.bootstrap, topic)
+    tid = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    produce_one(raw, topic, batch(5))  # 0-4
+    _earliest(raw, group)
+    hb = raw.call(ShareGroupHeartbeatRequest(group_id=group, member_id="m1", member_epoch=0,
+                                             subscribed_topic_names=[topic]), 1)
+    assert hb.error_code == 0
+    resp = raw.call(_fetch(tid, 0, group=group), 2)
+    assert [(a.first_offset, a.last_offset) for a in resp.responses[0].partitions[0].acquired_records] == [(0, 4)]
+    produce_one(raw, topic, batch(3))  # 5-7, not delivered yet
+    resp = raw.call(A(group_id=group, member_id="m1", share_session_epoch=1, topics=[A.AcknowledgeTopic(
+        topic_id=tid, partitions=[A.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+            A.AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=[ACCEPT]),
+            A.AcknowledgementBatch(first_offset=4, last_offset=4, acknowledge_types=[REJECT])])])]), 2)
+    assert resp.responses[0].partitions[0].error_code == 0
+
+    def describe(*more: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = admin_main(["--data-dir", str(module_standalone.data_dir), *more, "groups", "describe", group])
+        return code, capsys.readouterr().out
+
+    want = [(0, 2, 2, 1, 5, 8)]  # SPSO 2; 2-3 in flight; 4 archived; backlog 2-3 and 5-7; end 8
+
+    def published() -> bool:  # the owner publishes a moment after the change
+        doc = json.loads(describe("--json")[1])
+        return [(p["partition"], p["start_offset"], p["in_flight"], p["finished"], p["backlog"], p["log_end_offset"])
+                for p in doc["partitions"]] == want
+
+    deadline = time.monotonic() + 30
+    while not published():
+        assert time.monotonic() < deadline, describe("--json")
+        time.sleep(0.2)
+    code, text = describe()
+    assert code == 0
+    lines = [line.split() for line in text.splitlines()]
+    assert ["MEMBER", "CLIENT_ID", "HOST", "SUBSCRIBED"] in lines and any(r[:1] == ["m1"] for r in lines), text
+    assert ["TOPIC", "PARTITION", "SPSO", "IN_FLIGHT", "ARCHIVED", "BACKLOG", "LOG_END"] in lines, text
+    assert [topic, "0", "2", "2", "1", "5", "8"] in lines, text
 
 
 async def test_dead_letter_topic(module_standalone: StandaloneGateway, raw: Raw) -> None:

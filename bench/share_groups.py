@@ -8,7 +8,7 @@ explicit-mode consumer releases every first delivery and times its return), on Q
 
 Throughput is distinct records per second from the first delivery to the last.
 
-Usage: python3 bench/share_groups.py [--records 200000] [--work-us 1000] [--max-poll 500]
+Usage: python3 bench/share_groups.py [--records 200000] [--work-us 1000] [--max-poll 100] [--counts 1 4 8]
        [--redelivery 2000] [--no-kafka] [--profile]
 Ends with: BENCH share_groups quire_1=<rec/s> quire_8=<rec/s> kafka_8=<rec/s> scale_8=<n>
            redelivery_p99_ms=<n>
@@ -53,6 +53,8 @@ def throughput(bootstrap: str, consumers: int, args: argparse.Namespace) -> floa
                          count=args.records, work_us=args.work_us, max_poll=args.max_poll,
                          timeout_ms=int(args.timeout * 1000) - 10_000), "throughput")
     rate = ev["records"] / (ev["elapsed_ms"] / 1000)
+    if ev.get("duplicates"):
+        print(f"  duplicate deliveries (offset:consumer#count@ms first,second): {ev['duplicates'][:20]}", flush=True)
     print(f"  {consumers} consumer(s): {rate:.0f} rec/s ({ev['records']} records, "
           f"{ev['deliveries']} deliveries, {ev['elapsed_ms'] / 1000:.1f} s)", flush=True)
     return float(rate)
@@ -75,7 +77,7 @@ def quire(work: Path, args: argparse.Namespace) -> tuple[dict[int, float], list[
     try:
         load(server.bootstrap, args.records)
         print("quire:", flush=True)
-        rates = {n: throughput(server.bootstrap, n, args) for n in COUNTS}
+        rates = {n: throughput(server.bootstrap, n, args) for n in args.counts}
         lat = redelivery_ms(server.bootstrap, args.redelivery) if args.redelivery else []
     finally:
         server.stop()
@@ -106,6 +108,7 @@ def main() -> int:
     ap.add_argument("--max-poll", type=int, default=100, help="max.poll.records")
     ap.add_argument("--redelivery", type=int, default=2000, help="records released and timed (0: skip)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per consumer run")
+    ap.add_argument("--counts", type=int, nargs="+", default=list(COUNTS), help="consumer counts on quire")
     ap.add_argument("--no-kafka", action="store_true")
     ap.add_argument("--kafka-consumers", type=int, nargs="*", default=[], help="consumer counts on Kafka besides 8")
     ap.add_argument("--profile", action="store_true", help="run the standalone under cProfile")
@@ -120,6 +123,9 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     p50, p99 = (pct(lat, 0.5), pct(lat, 0.99)) if lat else (float("nan"),) * 2
     print(f"redelivery after RELEASE ({len(lat)} records): p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    if not {1, 8} <= q.keys():
+        print(f"quire: {q}")
+        return 0
     scale = q[8] / q[1]
     print(f"scale 8/1 on quire: {scale:.2f}; quire/kafka at 8: {q[8] / k8:.2f}")
     print(f"BENCH share_groups quire_1={q[1]:.0f} quire_8={q[8]:.0f} kafka_8={k8:.0f} scale_8={scale:.2f} "

@@ -145,6 +145,9 @@ final class ShareCommand {
         long workNs = a.integer("work_us", 1000) * 1000L;
         long deadline = System.currentTimeMillis() + a.integer("timeout.ms", 600000);
         Set<Long> seen = ConcurrentHashMap.newKeySet();
+        // The first delivery of each offset (consumer, delivery count), to describe duplicates.
+        Map<Long, String> firstBy = new ConcurrentHashMap<>();
+        List<String> duplicates = java.util.Collections.synchronizedList(new ArrayList<>());
         java.util.concurrent.atomic.AtomicInteger delivered = new java.util.concurrent.atomic.AtomicInteger();
         java.util.concurrent.atomic.AtomicLong first = new java.util.concurrent.atomic.AtomicLong();
         java.util.concurrent.atomic.AtomicLong last = new java.util.concurrent.atomic.AtomicLong();
@@ -159,6 +162,7 @@ final class ShareCommand {
                     while (!stop.get() && System.currentTimeMillis() < deadline) {
                         var records = c.poll(Duration.ofMillis(200));
                         for (ConsumerRecord<String, String> r : records) {
+                            if (stop.get()) break;  // the run is over: what is left is not part of it
                             first.compareAndSet(0, System.nanoTime());
                             // The per-record work: parked, not spinning (the machine is shared).
                             long until = System.nanoTime() + workNs;
@@ -166,12 +170,18 @@ final class ShareCommand {
                                 java.util.concurrent.locks.LockSupport.parkNanos(left);
                             }
                             delivered.incrementAndGet();
+                            String by = name + "#" + r.deliveryCount().map(Short::intValue).orElse(-1) + "@" + System.nanoTime() / 1_000_000;
+                            String before = firstBy.putIfAbsent(r.offset(), by);
+                            if (before != null && duplicates.size() < 50) duplicates.add(r.offset() + ":" + before + "," + by);
                             if (seen.add(r.offset()) && seen.size() >= count) {
                                 last.compareAndSet(0, System.nanoTime());
                                 stop.set(true);
                             }
                         }
                     }
+                    // Implicit mode acknowledges a poll's records at the next poll: without this,
+                    // close would release the last ones processed, to be delivered again.
+                    c.commitSync();
                 } catch (Throwable e) {
                     synchronized (failures) {
                         failures.add(e);
@@ -186,7 +196,7 @@ final class ShareCommand {
         if (!failures.isEmpty()) throw new RuntimeException(failures.get(0));
         if (seen.size() < count) throw new IllegalStateException("delivered " + seen.size() + " of " + count + " before the deadline");
         Harness.emit("throughput", "records", seen.size(), "deliveries", delivered.get(),
-                "elapsed_ms", (last.get() - first.get()) / 1e6);
+                "elapsed_ms", (last.get() - first.get()) / 1e6, "duplicates", duplicates);
     }
 
     /**

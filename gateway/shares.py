@@ -342,18 +342,20 @@ class _AckBatch(Protocol):
     def acknowledge_types(self) -> list[int]: ...
 
 
-async def acknowledge(
+async def apply_acknowledgements(
     shares: SharePartitions, cache: TopicCache, group_id: str, member_id: str,
     topic_id: uuid.UUID, partition: int, batches: Sequence[_AckBatch],
-) -> tuple[int, str | None]:
-    """Apply a partition's acknowledgement batches and persist them: (error code, message) as
-    ShareFetch's acknowledge_error_code / ShareAcknowledge's error_code carry them."""
+) -> tuple[int, str | None, SharePartition | None]:
+    """Apply a partition's acknowledgement batches in memory: (error code, message) as
+    ShareFetch's acknowledge_error_code / ShareAcknowledge's error_code carry them, and the
+    share-partition that `persist_acknowledged` must store before the client is answered (None
+    when the partition is not served here)."""
     try:
         _, plog = await cache.log(topic_id, partition)
         sp = await shares.get(group_id, plog)
         assert sp is not None
     except KafkaApiError as e:
-        return e.error_code, e.message
+        return e.error_code, e.message, None
     code, msg = ErrorCode.NONE, None
     for b in batches:
         try:
@@ -362,12 +364,27 @@ async def acknowledge(
             code, msg = code or ErrorCode.INVALID_RECORD_STATE, msg or str(e)
         except ValueError as e:
             code, msg = code or ErrorCode.INVALID_REQUEST, msg or str(e)
+    return code, msg, sp
+
+
+async def persist_acknowledged(sp: SharePartition, code: int, msg: str | None) -> tuple[int, str | None]:
+    """Store what `apply_acknowledgements` changed: its (error code, message), or
+    NOT_LEADER_OR_FOLLOWER if the state could not be stored."""
     try:
         await sp.persist()
     except Exception as e:
-        log.info("share-partition %s-%d of %s: acknowledgement not persisted: %r", plog.topic.name, partition, group_id, e)
+        log.info("share-partition state: acknowledgement not persisted: %r", e)
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition moved before the acknowledgement was stored"
     return code, msg
+
+
+async def acknowledge(
+    shares: SharePartitions, cache: TopicCache, group_id: str, member_id: str,
+    topic_id: uuid.UUID, partition: int, batches: Sequence[_AckBatch],
+) -> tuple[int, str | None]:
+    """Apply a partition's acknowledgement batches and persist them (see apply_acknowledgements)."""
+    code, msg, sp = await apply_acknowledgements(shares, cache, group_id, member_id, topic_id, partition, batches)
+    return (code, msg) if sp is None else await persist_acknowledged(sp, code, msg)
 
 
 def release_session(shares: SharePartitions, session: ShareSession) -> None:

@@ -23,7 +23,8 @@ from gateway.shares import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     SharePartitions,
-    acknowledge,
+    apply_acknowledgements,
+    persist_acknowledged,
     release_session,
 )
 from kafka_log.view import batch_offsets
@@ -105,16 +106,18 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Resp:
         for index in f.partitions:
             if (f.topic_id, index) in session.partitions:
                 session.partitions.remove((f.topic_id, index))
+    # Acknowledgements are applied now and stored with what this request acquires: one write of
+    # the share-partition's state before the answer, not one for the acks and one for the records.
+    unsaved = _Unsaved(part)
     for t in req.topics:
         for p in t.partitions:
             key = (t.topic_id, p.partition_index)
             if key not in session.partitions and not final:
                 session.partitions.append(key)
             if p.acknowledgement_batches:
-                code, msg = await acknowledge(shares, cache, group, member, t.topic_id, p.partition_index,
-                                              p.acknowledgement_batches)
-                pd = part(key)
-                pd.acknowledge_error_code, pd.acknowledge_error_message = code, msg
+                code, msg, sp = await apply_acknowledgements(shares, cache, group, member, t.topic_id,
+                                                             p.partition_index, p.acknowledgement_batches)
+                unsaved.add(key, sp, code, msg)
     if final:
         release_session(shares, session)
     elif req.is_renew_ack:
@@ -122,7 +125,8 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Resp:
     else:
         if req.share_session_epoch == INITIAL_EPOCH:
             await _apply_resets(shares, cache, group, session.partitions)
-        await _acquire(ctx, req, session.partitions, cache, group, member, part)
+        await _acquire(ctx, req, session.partitions, cache, group, member, part, unsaved)
+    await unsaved.persist()
     by_topic: dict[uuid.UUID, list[Resp.PartitionData]] = {}
     for (tid, _), pd in parts.items():
         by_topic.setdefault(tid, []).append(pd)
@@ -130,6 +134,39 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Resp:
         acquisition_lock_timeout_ms=config.record_lock_duration_ms,
         responses=[Resp.ShareFetchableTopicResponse(topic_id=tid, partitions=ps) for tid, ps in by_topic.items()],
     )
+
+
+class _Unsaved:
+    """Partitions whose acknowledgements were applied and not stored yet, with their results."""
+
+    def __init__(self, part: Callable[[tuple[uuid.UUID, int]], Resp.PartitionData]) -> None:
+        self._part = part
+        self._sps: dict[tuple[uuid.UUID, int], SharePartition] = {}
+
+    def add(self, key: tuple[uuid.UUID, int], sp: SharePartition | None, code: int, msg: str | None) -> None:
+        pd = self._part(key)
+        pd.acknowledge_error_code, pd.acknowledge_error_message = code, msg
+        if sp is not None:
+            self._sps[key] = sp
+
+    def stored(self, key: tuple[uuid.UUID, int], error: Exception | None = None) -> None:
+        """The partition's state was persisted (or failed to be, with `error`) since its acks."""
+        if self._sps.pop(key, None) is not None and error is not None:
+            pd = self._part(key)
+            pd.acknowledge_error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            pd.acknowledge_error_message = "the partition moved before the acknowledgement was stored"
+
+    async def persist(self) -> None:
+        """Store the rest, all at once (before the answer, and before a long poll waits)."""
+        if not self._sps:
+            return
+        keys, sps = list(self._sps), list(self._sps.values())
+        self._sps.clear()
+        results = await asyncio.gather(*(persist_acknowledged(sp, ErrorCode.NONE, None) for sp in sps))
+        for key, (code, msg) in zip(keys, results, strict=True):
+            if code:
+                pd = self._part(key)
+                pd.acknowledge_error_code, pd.acknowledge_error_message = code, msg
 
 
 async def _apply_resets(
@@ -188,7 +225,7 @@ async def _read_and_acquire(
 
 async def _acquire(
     ctx: RequestContext, req: ShareFetchRequest, keys: list[tuple[uuid.UUID, int]], cache: TopicCache,
-    group: str, member: str, part: Callable[[tuple[uuid.UUID, int]], Resp.PartitionData],
+    group: str, member: str, part: Callable[[tuple[uuid.UUID, int]], Resp.PartitionData], unsaved: _Unsaved,
 ) -> None:
     shares = ctx.services.share_partitions()
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
@@ -228,12 +265,14 @@ async def _acquire(
                 more = more or held
                 continue
             try:
-                await sp.persist()  # the delivery counts survive a takeover
+                await sp.persist()  # the delivery counts (and the acks applied) survive a takeover
             except Exception as e:
+                unsaved.stored(key, e)
                 sp.release_member(member)
                 pd = part(key)
                 pd.error_code, pd.error_message = ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not stored: {e!r}"
                 continue
+            unsaved.stored(key)
             send = [data for base, last, data in batches if any(f <= last and base <= la for f, la, _ in runs)]
             records = b"".join(bytes(d) for d in send)
             pd = part(key)
@@ -242,6 +281,7 @@ async def _acquire(
                                    for f, la, c in runs]
             got += sum(la - f + 1 for f, la, _ in runs)
             remaining_bytes -= len(records)
+        await unsaved.persist()
         remaining = deadline - time.monotonic()
         if got or remaining <= 0 or not waitables or (req.min_bytes <= 0 and req.max_wait_ms <= 0):
             return

@@ -240,6 +240,15 @@ class SharePartitions:
         out.renew_acknowledge_enable = overrides.get(RENEW_ACK, "true").lower() == "true"
         return out
 
+    async def config_in_force(self, group_id: str, keys: Sequence[PartitionKey]) -> ShareConfig:
+        """The group's share config as a share-partition of these serves it (fixed when it was
+        opened: no metadata read on every ShareFetch), else as the group's configs say now."""
+        for tid, index in keys:
+            e = self._entries.get((group_id, tid, index))
+            if e is not None and not e.plog.lost:
+                return e.sp.config
+        return await self.group_share_config(group_id)
+
     def _drop(self, key: tuple[str, uuid.UUID, int], entry: _Entry | None = None) -> None:
         e = self._entries.get(key)
         if e is None or (entry is not None and e is not entry):

@@ -27,7 +27,6 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
     except KafkaApiError as e:
         return Resp(error_code=e.error_code, error_message=e.message)
     cache = TopicCache(ctx.services.topics, ctx.services.partitions)
-    config = await shares.group_share_config(req.group_id)
     topics = []
     for t in req.topics:
         parts = []
@@ -39,4 +38,5 @@ async def share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -
         topics.append(Resp.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
     if req.share_session_epoch == FINAL_EPOCH:
         release_session(shares, session)
+    config = await shares.config_in_force(req.group_id, session.partitions)
     return Resp(acquisition_lock_timeout_ms=config.record_lock_duration_ms, responses=topics)

@@ -91,7 +91,6 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Resp:
         session = shares.session(group, member, req.share_session_epoch)
     except KafkaApiError as e:
         return Resp(error_code=e.error_code, error_message=e.message)
-    config = await shares.group_share_config(group)
     cache = TopicCache(ctx.services.topics, ctx.services.partitions)
     parts: dict[tuple[uuid.UUID, int], Resp.PartitionData] = {}
 
@@ -127,6 +126,7 @@ async def share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Resp:
             await _apply_resets(shares, cache, group, session.partitions)
         await _acquire(ctx, req, session.partitions, cache, group, member, part, unsaved)
     await unsaved.persist()
+    config = await shares.config_in_force(group, session.partitions)
     by_topic: dict[uuid.UUID, list[Resp.PartitionData]] = {}
     for (tid, _), pd in parts.items():
         by_topic.setdefault(tid, []).append(pd)

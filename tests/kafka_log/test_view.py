@@ -51,6 +51,10 @@ async def test_position_of_finds_the_entry_holding_an_offset() -> None:
     assert await view.position_of(10) == Position(7, 1)
     assert await view.position_of(11) is None
     assert view.seek(8) == Position(7, 0)  # the dense index is exact
+    # ... so position_of needs no read there (a share-partition save asks on every fetch).
+    reads = log.reads
+    assert await view.position_of(8) == Position(7, 0) and await view.position_of(10) == Position(7, 1)
+    assert log.reads == reads
 
 
 async def test_sparse_index_reads_forward_and_remembered_positions_win() -> None:

@@ -33,8 +33,12 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * consumers answer (release and reject end without reaching `count`: the run stops after
  * `deliveries` deliveries). hold=true: one consumer, explicit mode, that takes one poll of
  * records, acknowledges nothing and halts the JVM without closing (a crash while holding
- * records). max_poll=N: max.poll.records. reset=earliest sets the group's share.auto.offset.reset first,
- * share_mode=key_shared its quire.share.mode.
+ * records). That poll waits until records come (or the deadline): every poll() call lets the
+ * client send one more ShareFetch, so after a short empty poll the next one could acquire a
+ * second lot of records in the background while the first is being returned, which the
+ * consumer would then hold without ever printing them. max_poll=N: max.poll.records.
+ * reset=earliest sets the group's share.auto.offset.reset first, share_mode=key_shared its
+ * quire.share.mode.
  *
  * <p>Key-shared checks: deliveries carry the key and the wall-clock time ("at"); an explicit-mode
  * consumer prints "acking" just before each commitSync (the records it holds are held at least
@@ -74,7 +78,8 @@ final class ShareCommand {
                     c.subscribe(List.of(topic));
                     int polls = 0;
                     while (!stop.get() && System.currentTimeMillis() < deadline) {
-                        var records = c.poll(Duration.ofMillis(200));
+                        var records = c.poll(Duration.ofMillis(
+                                hold ? Math.max(1, deadline - System.currentTimeMillis()) : 200));
                         boolean leaving = leaveAfter > 0 && !records.isEmpty() && ++polls >= leaveAfter
                                 && left.compareAndSet(false, true);
                         for (ConsumerRecord<String, String> r : records) {

@@ -8,6 +8,14 @@ BENCH chaos messages=<n> faults=<n> lost=<n> duplicated=<n> reordered=<n> unavai
 
 Usage: python3 bench/chaos.py [--minutes 20] [--seed N] [--rate 1000] [--dir DIR] [--keep]
                               [--faults kill_bookie,wipe_bookie,...]
+
+With --transactions [--inputs 100000]: instead, the transactional run of tests/faults/txn_run.py
+(ZooKeeper, 3 bookies, 2 gateways; a consume-transform-produce loop with random aborts, the owner
+of an output partition and the transaction coordinator SIGKILLed mid-transaction), ending with
+
+BENCH txn_chaos inputs=<n> attempts=<n> committed=<n> aborted=<n> unknown=<n> kills=<n> lost=<n>
+                duplicated=<n> aborted_leaked=<n> seconds=<n>
+
 Exit code 1 if the checker found an anomaly.
 """
 
@@ -26,6 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.faults.run import run_chaos  # noqa: E402
+from tests.faults.txn_run import run_txn_chaos  # noqa: E402
 
 
 def main() -> int:
@@ -37,11 +46,17 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, default=None, help="data and logs (default: a temporary dir)")
     ap.add_argument("--faults", default="", help="comma-separated fault names to choose from (default: all)")
     ap.add_argument("--keep", action="store_true", help="keep the data and logs")
+    ap.add_argument("--transactions", action="store_true", help="the transactional run instead")
+    ap.add_argument("--inputs", type=int, default=100_000, help="input records of the transactional run")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     base = args.dir or Path(tempfile.mkdtemp(prefix="quire-chaos-"))
     print(f"seed: {seed}", flush=True)
     try:
+        if args.transactions:
+            txn = asyncio.run(run_txn_chaos(base / "cluster", inputs=args.inputs, seed=seed))
+            print(txn.bench_line(), flush=True)
+            return 0 if txn.ok else 1
         result = asyncio.run(run_chaos(base / "cluster", minutes=args.minutes, seed=seed, rate=args.rate,
                                        replication_bound_s=args.bound,
                                        only=frozenset(f for f in args.faults.split(",") if f)))

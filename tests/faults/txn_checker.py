@@ -127,13 +127,13 @@ def check(inputs: int, partitions: int, attempts: Sequence[Attempt],
                 v.reordered += 1
                 v.note(f"p{p} offset {r.offset}: seq {r.seq} after seq {last}")
             last = max(last, r.seq)
-            a = by_id.get(r.attempt)
-            if a is None or a.fate is Fate.ABORTED:
+            writer = by_id.get(r.attempt)
+            if writer is None or writer.fate is Fate.ABORTED:
                 v.aborted_leaked += 1
                 v.note(f"p{p} offset {r.offset}: seq {r.seq} of "
-                       f"{'unlogged' if a is None else 'aborted'} attempt {r.attempt} read committed")
+                       f"{'unlogged' if writer is None else 'aborted'} attempt {r.attempt} read committed")
                 continue
-            shown[(a.id, p)] = shown.get((a.id, p), 0) + 1
+            shown[(writer.id, p)] = shown.get((writer.id, p), 0) + 1
     for seq, n in enumerate(seen):
         if n == 0:
             v.lost += 1

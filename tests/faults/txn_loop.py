@@ -30,6 +30,15 @@ from tests.faults.txn_checker import Attempt, Fate, OutRecord, decode, encode
 from tests.faults.workload import QUIET
 
 TIMEOUT = 60.0  # one transactional call (the coordinator may be moving to another gateway)
+# librdkafka's send_offsets_to_transaction can block for good, past its timeout, when the group
+# coordinator it cached left the cluster's metadata (a SIGKILLed gateway): confluentinc/librdkafka
+# issues 5511 and 5456. The application gives such a producer up (a new one with the same
+# transactional id fences it) after this long.
+SEND_OFFSETS_TIMEOUT, HUNG_AFTER = 20.0, 40.0
+
+
+class Hung(Exception):
+    """A client call did not return (see HUNG_AFTER)."""
 PAD = b"x" * 16
 # librdkafka's transaction and protocol log on stderr, to see what a stuck producer waits for
 DEBUG = {"debug": "eos,protocol,broker", "log_level": 7} if os.environ.get("QUIRE_TXN_LOOP_DEBUG") else {}
@@ -114,6 +123,27 @@ class TxnLoop:
                 if unless_fatal:
                     time.sleep(0.2)  # e.g. NOT_COORDINATOR: librdkafka looks the coordinator up again
 
+    def _bounded(self, where: str, call: Callable[..., Any], *args: Any) -> None:
+        """_retry on a thread of its own, given up (Hung) after HUNG_AFTER seconds."""
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._retry(where, call, *args)
+            except BaseException as e:
+                failed.append(e)
+
+        t = threading.Thread(target=run, name=f"txn-loop-{where}", daemon=True)
+        t.start()
+        t.join(HUNG_AFTER)
+        if t.is_alive():
+            key = f"{where}: hung for {HUNG_AFTER:.0f} s"
+            with self.lock:
+                self.errors[key] = self.errors.get(key, 0) + 1
+            raise Hung(where)
+        if failed:
+            raise failed[0]
+
     def _rewind(self, consumer: Consumer) -> dict[int, int]:
         """Positions from the group's committed offsets (stable ones: read_committed asks for them)."""
         tps = [TopicPartition(self.input, p) for p in range(self.partitions)]
@@ -177,8 +207,8 @@ class TxnLoop:
                         if i == len(msgs) // 2:
                             self._phase("produce")
                     offsets = [TopicPartition(self.input, p, o) for p, o in pos.items() if o != start[p]]
-                    self._retry("send_offsets_to_transaction", producer.send_offsets_to_transaction,
-                                offsets, consumer.consumer_group_metadata(), TIMEOUT)
+                    self._bounded("send_offsets_to_transaction", producer.send_offsets_to_transaction,
+                                  offsets, consumer.consumer_group_metadata(), SEND_OFFSETS_TIMEOUT)
                     if abort:
                         self._retry("abort_transaction", producer.abort_transaction, TIMEOUT)
                         pos = self._rewind(consumer)
@@ -188,6 +218,9 @@ class TxnLoop:
                     self._retry("commit_transaction", producer.commit_transaction, TIMEOUT)
                     attempt.fate = Fate.COMMITTED
                     self.position = sum(pos.values())
+                except Hung:
+                    producer = self._producer()  # the hung one is left to its thread, fenced
+                    pos = self._rewind(consumer)
                 except KafkaException as e:
                     err = self._error("transaction", e)
                     if err.txn_requires_abort() and not err.fatal():

@@ -11,6 +11,8 @@ tests/faults/test_txn_chaos.py and bench/chaos.py --transactions."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ class Kill:
     name: str  # "partition owner" | "transaction coordinator"
     phase: str  # the loop's phase it happens in (TxnLoop.faults)
     after: int  # inputs committed before it
+    delay_s: float = 0.0  # after the phase is reached
     victim: Proc | None = None
     detail: str = ""
     at_position: int = 0
@@ -101,18 +104,30 @@ async def run_txn_chaos(base: Path, *, inputs: int = 100_000, seed: int, abort_r
             await asyncio.to_thread(create_topic, bootstrap, topic, PARTITIONS)
         await asyncio.to_thread(fill_input, bootstrap, INPUT, PARTITIONS, inputs)
         log(f"input filled: {inputs} records")
-        kills = [Kill("partition owner", "produce", inputs // 4), Kill("transaction coordinator", "commit", inputs * 3 // 5)]
+        rng = random.Random(seed)
+        # The coordinator dies a few milliseconds into commit_transaction: with luck between its
+        # PREPARE_COMMIT and COMPLETE_COMMIT records, so that the survivor finishes the commit.
+        kills = [Kill("partition owner", "produce", inputs // 4),
+                 Kill("transaction coordinator", "commit", inputs * 3 // 5, delay_s=rng.uniform(0.002, 0.03))]
         loop = TxnLoop(bootstrap, INPUT, OUTPUT, PARTITIONS, inputs, seed, abort_rate=abort_rate)
 
         def killer(k: Kill) -> None:
-            k.victim, k.detail = _victim(cluster, k.name, loop.txn_id)
-            cluster.kill(k.victim)
+            victim, k.detail = _victim(cluster, k.name, loop.txn_id)
             k.at_position = loop.position
-            log(f"SIGKILL {k.victim.name}, the {k.detail}, at {loop.position} inputs committed "
-                f"(phase {k.phase})")
-            k.fired.set()
 
-        loop.faults = {k.phase: (k.after, lambda k=k: killer(k)) for k in kills}
+            def kill() -> None:
+                cluster.kill(victim)
+                k.victim = victim
+                log(f"SIGKILL {victim.name}, the {k.detail}, at {k.at_position} inputs committed "
+                    f"(phase {k.phase}{f', {k.delay_s * 1000:.0f} ms in' if k.delay_s else ''})")
+                k.fired.set()
+
+            if k.delay_s:  # while the call the loop makes next is under way
+                threading.Timer(k.delay_s, kill).start()
+            else:
+                kill()
+
+        loop.faults = {k.phase: (k.after, functools.partial(killer, k)) for k in kills}
         live_ends: list[dict[int, int]] = []
         live: list[list[list[OutRecord]]] = []
         reader = threading.Thread(target=lambda: live.append(read_output(

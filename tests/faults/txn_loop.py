@@ -9,7 +9,7 @@ one and finishes its transaction) and rewinds likewise. The fate of every attemp
 application saw it, goes to the checker.
 
 `faults` lets a test act from inside the loop at a chosen point (e.g. SIGKILL the gateway that
-coordinates the transactions just before a commit): {phase: (after_inputs, action)}, with phase
+coordinates the transactions just before a commit): [(phase, after_inputs, action)], with phase
 "produce" (half the batch produced) or "commit" (before commit_transaction); each action runs
 once, the first time its phase is reached with at least `after_inputs` inputs committed.
 """
@@ -35,6 +35,10 @@ TIMEOUT = 60.0  # one transactional call (the coordinator may be moving to anoth
 # issues 5511 and 5456. The application gives such a producer up (a new one with the same
 # transactional id fences it) after this long.
 SEND_OFFSETS_TIMEOUT, HUNG_AFTER = 20.0, 40.0
+# librdkafka's abort_transaction waits out its whole timeout when the messages to purge were in a
+# produce retry (e.g. NOT_ENOUGH_REPLICAS while a transaction coordinator moves); called again,
+# it purges them at once: a short timeout, and the retry.
+ABORT_TIMEOUT = 10.0
 
 
 class Hung(Exception):
@@ -71,7 +75,7 @@ class TxnLoop:
     group: str = "txn-loop"
     abort_rate: float = 0.2
     batch: tuple[int, int] = (500, 1000)
-    faults: dict[str, tuple[int, Callable[[], None]]] = field(default_factory=dict)
+    faults: list[tuple[str, int, Callable[[], None]]] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     position: int = 0  # inputs committed, per the last commit or rewind
     producers: int = 0  # producers made (1 + one per fatal error)
@@ -156,10 +160,11 @@ class TxnLoop:
         return pos
 
     def _phase(self, phase: str) -> None:
-        due = self.faults.get(phase)
-        if due is not None and self.position >= due[0]:
-            del self.faults[phase]
-            due[1]()
+        for i, (name, after, action) in enumerate(self.faults):
+            if name == phase and self.position >= after:
+                del self.faults[i]
+                action()
+                return
 
     def _consume(self, consumer: Consumer, pos: dict[int, int], n: int) -> list[Any]:
         """Up to n input records from pos on (fewer at the end of the input)."""
@@ -210,7 +215,7 @@ class TxnLoop:
                     self._bounded("send_offsets_to_transaction", producer.send_offsets_to_transaction,
                                   offsets, consumer.consumer_group_metadata(), SEND_OFFSETS_TIMEOUT)
                     if abort:
-                        self._retry("abort_transaction", producer.abort_transaction, TIMEOUT)
+                        self._retry("abort_transaction", producer.abort_transaction, ABORT_TIMEOUT)
                         pos = self._rewind(consumer)
                         continue
                     self._phase("commit")
@@ -225,7 +230,7 @@ class TxnLoop:
                     err = self._error("transaction", e)
                     if err.txn_requires_abort() and not err.fatal():
                         try:
-                            self._retry("abort_transaction", producer.abort_transaction, TIMEOUT)
+                            self._retry("abort_transaction", producer.abort_transaction, ABORT_TIMEOUT)
                             attempt.fate = Fate.ABORTED  # a commit, if asked for, did not happen
                         except KafkaException as e2:
                             self._error("abort after error", e2)

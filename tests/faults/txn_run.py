@@ -108,7 +108,8 @@ async def run_txn_chaos(base: Path, *, inputs: int = 100_000, seed: int, abort_r
         # The coordinator dies a few milliseconds into commit_transaction: with luck between its
         # PREPARE_COMMIT and COMPLETE_COMMIT records, so that the survivor finishes the commit.
         kills = [Kill("partition owner", "produce", inputs // 4),
-                 Kill("transaction coordinator", "commit", inputs * 3 // 5, delay_s=rng.uniform(0.002, 0.03))]
+                 Kill("transaction coordinator", "commit", inputs // 2, delay_s=rng.uniform(0.002, 0.03)),
+                 Kill("partition owner", "commit", inputs * 3 // 4, delay_s=rng.uniform(0.002, 0.03))]
         loop = TxnLoop(bootstrap, INPUT, OUTPUT, PARTITIONS, inputs, seed, abort_rate=abort_rate)
 
         def killer(k: Kill) -> None:
@@ -127,7 +128,7 @@ async def run_txn_chaos(base: Path, *, inputs: int = 100_000, seed: int, abort_r
             else:
                 kill()
 
-        loop.faults = {k.phase: (k.after, functools.partial(killer, k)) for k in kills}
+        loop.faults = [(k.phase, k.after, functools.partial(killer, k)) for k in kills]
         live_ends: list[dict[int, int]] = []
         live: list[list[list[OutRecord]]] = []
         reader = threading.Thread(target=lambda: live.append(read_output(

@@ -1,9 +1,11 @@
 """One transactional fault run: a cluster (ZooKeeper, 3 bookies, 2 gateways), an input topic of
 `inputs` records, the consume-transform-produce loop of tests/faults/txn_loop.py with random
-aborts, and two SIGKILLs from inside the loop: the gateway owning an output partition (another
-than the transaction coordinator when there is one) while a transaction is half produced, then
-the gateway coordinating the transactional id just before a commit; each restarted once the loop
-has committed more input without it. A read_committed reader tails the output throughout; once
+aborts, and three SIGKILLs from inside the loop: the gateway owning an output partition (another
+than the transaction coordinator when there is one) while a transaction is half produced, the
+gateway coordinating the transactional id a few milliseconds into commit_transaction (with luck
+between PREPARE_COMMIT and COMPLETE_COMMIT, the survivor finishing the commit), and an output
+partition's owner likewise (markers retried to its successor); each restarted once the loop has
+committed more input without it. A read_committed reader tails the output throughout; once
 the loop is done, fresh read_committed and read_uncommitted readers read it all, and the checker
 (tests/faults/txn_checker.py) judges both read_committed views. Used by
 tests/faults/test_txn_chaos.py and bench/chaos.py --transactions."""

@@ -42,6 +42,7 @@ class Attempt:
     id: int
     fate: Fate
     produced: dict[int, int] = field(default_factory=dict)  # output partition -> records
+    how: str = ""  # what ended it, for the report (e.g. the error that led to an abort)
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ def check(inputs: int, partitions: int, attempts: Sequence[Attempt],
             if writer is None or writer.fate is Fate.ABORTED:
                 v.aborted_leaked += 1
                 v.note(f"p{p} offset {r.offset}: seq {r.seq} of "
-                       f"{'unlogged' if writer is None else 'aborted'} attempt {r.attempt} read committed")
+                       f"{'unlogged' if writer is None else 'aborted'} attempt {r.attempt} read committed"
+                       + (f" ({writer.how})" if writer is not None and writer.how else ""))
                 continue
             shown[(writer.id, p)] = shown.get((writer.id, p), 0) + 1
     for seq, n in enumerate(seen):

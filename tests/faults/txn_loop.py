@@ -215,6 +215,7 @@ class TxnLoop:
                     self._bounded("send_offsets_to_transaction", producer.send_offsets_to_transaction,
                                   offsets, consumer.consumer_group_metadata(), SEND_OFFSETS_TIMEOUT)
                     if abort:
+                        attempt.how = "random abort"
                         self._retry("abort_transaction", producer.abort_transaction, ABORT_TIMEOUT)
                         pos = self._rewind(consumer)
                         continue
@@ -224,10 +225,12 @@ class TxnLoop:
                     attempt.fate = Fate.COMMITTED
                     self.position = sum(pos.values())
                 except Hung:
+                    attempt.how = "send_offsets_to_transaction hung: new producer"
                     producer = self._producer()  # the hung one is left to its thread, fenced
                     pos = self._rewind(consumer)
                 except KafkaException as e:
                     err = self._error("transaction", e)
+                    attempt.how = f"{err.name()} ({'fatal' if err.fatal() else 'abortable' if err.txn_requires_abort() else 'other'})"
                     if err.txn_requires_abort() and not err.fatal():
                         try:
                             self._retry("abort_transaction", producer.abort_transaction, ABORT_TIMEOUT)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import random
 import threading
 import time
@@ -169,6 +170,8 @@ async def run_txn_chaos(base: Path, *, inputs: int = 100_000, seed: int, abort_r
         result.producers = loop.producers
         result.errors = dict(loop.errors)
         result.seconds = time.monotonic() - t0
+        if not result.ok:  # the evidence, beside the gateways' logs
+            _dump(base / "txn-evidence.json", loop, {"live": live[0], "final": final, "uncommitted": raw})
         _report(result)
         return result
     finally:
@@ -211,6 +214,14 @@ async def _restart_after(cluster: Cluster, loop: TxnLoop, k: Kill, *, restart_af
         await asyncio.to_thread(loop.done.wait, 0.5)
     log(f"restarting {k.victim.name} at {loop.position} inputs committed")
     await cluster.start_proc(k.victim)
+
+
+def _dump(path: Path, loop: TxnLoop, views: dict[str, list[list[OutRecord]]]) -> None:
+    """The loop's attempts and every reader's view, (offset, seq, attempt) per partition."""
+    doc = {"attempts": [{"id": a.id, "fate": a.fate.value, "how": a.how, "produced": a.produced} for a in loop.attempts],
+           "views": {name: [[[r.offset, r.seq, r.attempt] for r in part] for part in v] for name, v in views.items()}}
+    path.write_text(json.dumps(doc))
+    log(f"evidence in {path}")
 
 
 async def _progress(loop: TxnLoop) -> None:

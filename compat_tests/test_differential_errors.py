@@ -11,6 +11,7 @@ from compat_tests.support.allowlist import Differences
 from compat_tests.support.clients import unique
 from compat_tests.support.differential import Observations, run_both
 from compat_tests.support.targets import Target
+from compat_tests.support.txn_wire import Txn
 from compat_tests.support.wire import Wire, batch
 
 pytestmark = pytest.mark.compat(suite="differential", client="raw protocol")
@@ -134,12 +135,27 @@ def idempotent_sequences(bootstrap: str) -> Observations:
         return out
 
 
+def produce_to_internal_topics(bootstrap: str) -> Observations:
+    """Internal topics refuse a client's appends (only Kafka's admin client id may write them)."""
+    with Wire(bootstrap) as w:
+        assert w.find_coordinator(unique("d-int-g"))[0] == 0
+        assert Txn(w, unique("d-int-t")).find() == 0  # both topics exist from here on
+        out: Observations = {}
+        for topic in ("__consumer_offsets", "__transaction_state"):
+            parts = len(w.metadata([topic]).topics[0].partitions)
+            out[f"{topic}.partition_0"] = w.produce(topic, 0, batch(1))
+            out[f"{topic}.last_partition"] = w.produce(topic, parts - 1, batch(1))
+            out[f"{topic}.unknown_partition"] = w.produce(topic, parts, batch(1))[0]
+        return out
+
+
 SCENARIOS = {
     "unknown_topic_and_partition": unknown_topic_and_partition,
     "bad_offsets_and_list_offsets": bad_offsets_and_list_offsets,
     "too_large_messages": too_large_messages,
     "invalid_topics_and_configs": invalid_topics_and_configs,
     "idempotent_sequences": idempotent_sequences,
+    "produce_to_internal_topics": produce_to_internal_topics,
 }
 
 
@@ -161,3 +177,7 @@ def test_invalid_topics_and_configs(target: Target, apache_kafka: Target, differ
 
 def test_idempotent_sequences(target: Target, apache_kafka: Target, differences: Differences) -> None:
     run_both(differences, target, apache_kafka, idempotent_sequences)
+
+
+def test_produce_to_internal_topics(target: Target, apache_kafka: Target, differences: Differences) -> None:
+    run_both(differences, target, apache_kafka, produce_to_internal_topics)

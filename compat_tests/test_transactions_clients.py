@@ -244,8 +244,9 @@ def test_aiokafka_transactional_producer(target: Target) -> None:
 def _exhaust_epoch(bootstrap: str, tid: str, epoch: int) -> int:
     """Make `tid`'s transaction state say `epoch` (as after ~32,000 transactions): a record
     appended to its `__transaction_state` partition, read by the coordinator at its next load
-    (the caller restarts the gateway). Returns the producer id."""
-    with Wire(bootstrap) as w:
+    (the caller restarts the gateway). Returns the producer id. Kafka's admin client id: the only
+    one allowed to append to an internal topic."""
+    with Wire(bootstrap, client_id="__admin_client") as w:
         t = Txn(w, tid)
         assert t.find() == 0
         assert t.init()[0] == 0

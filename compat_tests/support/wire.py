@@ -73,8 +73,8 @@ def assignment(partitions: dict[str, list[int]], user_data: bytes) -> bytes:
 
 
 class Wire:
-    def __init__(self, bootstrap: str) -> None:
-        self.raw = RawKafka(bootstrap.split(",")[0], timeout=30.0)
+    def __init__(self, bootstrap: str, client_id: str | None = "raw-test") -> None:
+        self.raw = RawKafka(bootstrap.split(",")[0], timeout=30.0, client_id=client_id)
 
     def close(self) -> None:
         self.raw.close()

@@ -7,7 +7,11 @@ next Fetch sees it, as in Kafka). A request marked as Quire's internal import
 Transactional batches: with transaction.partition.verification.enable (Kafka's default), the
 first batch of a producer's transaction on a partition is appended only after the transaction
 coordinator confirmed the partition is in the transaction (services.txn_verifier; Produce v12+
-under transaction version 2 asks it to add the partition), as Kafka's ReplicaManager does."""
+under transaction version 2 asks it to add the partition), as Kafka's ReplicaManager does.
+
+Internal topics (`__consumer_offsets`, `__transaction_state`, `__share_group_state`) refuse
+appends with INVALID_TOPIC_EXCEPTION unless the client id is Kafka's admin client id, as
+Kafka's ReplicaManager.appendToLocalLog (internalTopicsAllowed)."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from gateway.imports import IMPORT_DISABLED, is_import
 from gateway.metrics import bytes_in, produce_answered
 from gateway.partition.log import AppendResult, PartitionLog
 from gateway.partition.lookup import TopicCache, leader_hint
+from gateway.topics.naming import is_internal
 from kafka_wire.errors import ErrorCode
 from kafka_wire.exceptions import DecodeError
 from kafka_wire.hotpath import decode_produce_request
@@ -34,6 +39,8 @@ if TYPE_CHECKING:
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+# Kafka's AdminUtils.ADMIN_CLIENT_ID: the one client id allowed to append to internal topics.
+ADMIN_CLIENT_ID = "__admin_client"
 
 
 def _swallow(f: asyncio.Future[Any]) -> None:
@@ -178,6 +185,11 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
             slots.append((topic, index, _error(index, ErrorCode.INVALID_REQUEST, IMPORT_DISABLED)))
             continue
         try:
+            info = await topics.get(topic)
+            if is_internal(info.name) and ctx.client_id != ADMIN_CLIENT_ID and 0 <= index < info.partitions:
+                # checked before ownership, as Kafka (no message: hasCustomErrorMessage false)
+                slots.append((topic, index, _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION)))
+                continue
             info, plog = await topics.log(topic, index)
             plog.update_topic(info)
             if importing:

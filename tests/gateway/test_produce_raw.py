@@ -13,9 +13,14 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from coordinator.group.records import encode_group_key
+from coordinator.txn.records import encode_key as encode_txn_key
 from kafka_wire.errors import ErrorCode
 from kafka_wire.frames import decode_response, encode_request
 from kafka_wire.messages.fetch import FetchRequest
+from kafka_wire.messages.find_coordinator import FindCoordinatorRequest
+from kafka_wire.messages.group_metadata_key import GroupMetadataKey
+from kafka_wire.messages.metadata import MetadataRequest
 from kafka_wire.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kafka_wire.messages.produce import ProduceRequest
 from kafka_wire.messages.request_header import RequestHeader
@@ -28,9 +33,10 @@ _corr = iter(range(1, 1 << 30))
 class Raw:
     """One connection speaking Kafka with kafka_wire's codecs."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, client_id: str = "raw") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.client_id = client_id
 
     def call(self, body: Any, version: int) -> Any:
         self.send(body, version)
@@ -38,7 +44,7 @@ class Raw:
 
     def send(self, body: Any, version: int) -> None:
         hdr = RequestHeader(
-            api_key=body.API_KEY, api_version=version, correlation_id=next(_corr), client_id="raw"
+            api_key=body.API_KEY, api_version=version, correlation_id=next(_corr), client_id=self.client_id
         )
         self.sock.sendall(encode_request(hdr, body))
 
@@ -135,6 +141,35 @@ def test_produce_errors(module_standalone: StandaloneGateway, raw: Raw) -> None:
     raw.send(produce_request("raw-err", batch(1), acks=0), 9)
     r = produce_one(raw, "raw-err", batch(1))
     assert (r.error_code, r.base_offset) == (0, 2)
+
+
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "__transaction_state"])
+def test_produce_to_an_internal_topic_is_refused_but_to_the_admin_client(
+    module_standalone: StandaloneGateway, raw: Raw, topic: str
+) -> None:
+    """As Kafka's ReplicaManager: INVALID_TOPIC_EXCEPTION (no message) per partition, unless
+    the client id is `__admin_client`; an absent partition is still UNKNOWN_TOPIC_OR_PARTITION."""
+    # the coordinators create their topics on the first FindCoordinator, as Kafka
+    fc = raw.call(FindCoordinatorRequest(key_type=int(topic == "__transaction_state"), coordinator_keys=["k"]), 4)
+    assert fc.coordinators[0].error_code == 0
+    md = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12)
+    parts = len(md.topics[0].partitions)
+    assert md.topics[0].error_code == 0 and parts > 0
+    for version in (3, 9, 12):
+        r = produce_one(raw, topic, batch(1), version)
+        assert (r.error_code, r.base_offset, r.error_message) == (ErrorCode.INVALID_TOPIC_EXCEPTION, -1, None)
+    resp = raw.call(produce_request(topic, batch(1), partition=parts), 9)
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    before = raw.call(fetch_request(topic, 0), 12).responses[0].partitions[0].high_watermark
+    # a tombstone of a group / transactional id that never existed: harmless to the coordinator
+    key = (encode_group_key(GroupMetadataKey(group="never-a-group")) if topic == "__consumer_offsets"
+           else encode_txn_key("never-a-transactional-id"))
+    admin = Raw(module_standalone.bootstrap, client_id="__admin_client")
+    try:
+        r = produce_one(admin, topic, build_batch([NewRecord(key, None)]), 9)
+        assert (r.error_code, r.base_offset) == (0, before)
+    finally:
+        admin.close()
 
 
 def test_fetch_after_acks0_produce_on_the_same_connection_sees_it(

@@ -198,10 +198,11 @@ class RawKafka:
     """A blocking raw-protocol connection for tests: send generated request objects (or any
     bytes) and read size-prefixed response frames."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str | None = "raw-test") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self._corr = 0
+        self.client_id = client_id
 
     def close(self) -> None:
         self.sock.close()
@@ -236,7 +237,7 @@ class RawKafka:
         """Send one request and decode its response (asserting the correlation id)."""
         from kafka_wire.frames import decode_response
 
-        corr, data = self.frame(api_key, version, body)
+        corr, data = self.frame(api_key, version, body, client_id=self.client_id)
         self.sock.sendall(data)
         got, resp = decode_response(api_key, version, self.recv_frame())
         assert got == corr, f"correlation id {got} != {corr}"

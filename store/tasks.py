@@ -33,6 +33,10 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
 async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
     """Cancel every task (None: none to stop), then wait for each to end. A task's cancellation
     is swallowed; any other exception it ended with is raised."""
+    if isinstance(tasks, asyncio.Future):
+        # A lone task is iterable too (Future.__iter__ is its __await__): iterating it outside an
+        # await raises "await wasn't used with future" and leaves it running.
+        raise TypeError("cancel_and_wait takes an iterable of tasks, not one task")
     pending = [t for t in tasks if t is not None]
     for t in pending:
         t.cancel()

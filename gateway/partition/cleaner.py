@@ -63,7 +63,7 @@ class LogCleaner:
 
     async def close(self) -> None:
         if self._task is not None:
-            await cancel_and_wait(self._task)
+            await cancel_and_wait([self._task])
             self._task = None
 
     async def _run(self) -> None:

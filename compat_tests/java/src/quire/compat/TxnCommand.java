@@ -55,6 +55,30 @@ final class TxnCommand {
         return p;
     }
 
+    /**
+     * Waits until `txn`'s transaction is `wanted` (CompleteCommit / CompleteAbort) at its
+     * coordinator. commitTransaction and abortTransaction return once the outcome is prepared; the
+     * markers land after (in Kafka too), so a read_committed read or an offset fetch right after
+     * may not see the outcome yet (on a loaded machine, it did not).
+     */
+    static void awaitState(String bootstrap, String txn, TransactionState wanted) throws Exception {
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(ap)) {
+            long deadline = System.currentTimeMillis() + 120000;
+            while (true) {
+                TransactionState st = admin.describeTransactions(List.of(txn)).description(txn).get().state();
+                if (st == wanted) return;
+                if (System.currentTimeMillis() > deadline) throw new IllegalStateException("still " + st);
+                Thread.sleep(50);
+            }
+        }
+    }
+
+    static void awaitEnded(Harness.Args a, String txn, boolean commit) throws Exception {
+        awaitState(a.str("bootstrap"), txn, commit ? TransactionState.COMPLETE_COMMIT : TransactionState.COMPLETE_ABORT);
+    }
+
     static void send(KafkaProducer<String, String> p, String topic, int partitions, String prefix, int count)
             throws Exception {
         for (int i = 0; i < count; i++) {
@@ -82,6 +106,7 @@ final class TxnCommand {
             p.beginTransaction();
             send(p, topic, a.integer("partitions", 1), a.str("prefix", commit ? "c-" : "a-"), a.integer("count"));
             if (commit) p.commitTransaction(); else p.abortTransaction();
+            awaitEnded(a, a.str("txn"), commit);
             Harness.emit(commit ? "committed" : "aborted");
         }
     }
@@ -108,6 +133,7 @@ final class TxnCommand {
             second.beginTransaction();
             send(second, topic, 1, "second-", 2);
             second.commitTransaction();
+            awaitEnded(a, txn, true);
             Harness.emit("second_committed");
         }
     }
@@ -145,6 +171,8 @@ final class TxnCommand {
             }
             p.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
             if (commit) p.commitTransaction(); else p.abortTransaction();
+            // the group's offsets (fetched without require_stable) show once the markers landed
+            awaitEnded(a, a.str("txn"), commit);
             Harness.emit(commit ? "committed" : "aborted");
         }
         Properties ap = new Properties();
@@ -159,31 +187,30 @@ final class TxnCommand {
 
     static void timeout(Harness.Args a) throws Exception {
         String topic = a.str("topic");
-        try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(a, a.str("txn")))) {
+        String txn = a.str("txn");
+        try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(a, txn))) {
             p.initTransactions();
             p.beginTransaction();
-            send(p, topic, 1, "timed-out-", 2);
-            // the producer idles until the coordinator has aborted its transaction
-            Properties ap = new Properties();
-            ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, a.str("bootstrap"));
-            try (Admin admin = Admin.create(ap)) {
-                String txn = a.str("txn");
-                long deadline = System.currentTimeMillis() + 60000;
-                while (true) {
-                    TransactionState st = admin.describeTransactions(List.of(txn)).description(txn).get().state();
-                    if (st == TransactionState.COMPLETE_ABORT) break;
-                    if (System.currentTimeMillis() > deadline) throw new IllegalStateException("still " + st);
-                    Thread.sleep(100);
-                }
-                Harness.emit("coordinator_aborted");
-            }
+            Exception failed = null;
             try {
-                p.send(new ProducerRecord<>(topic, 0, "k", "timed-out-late")).get();
-                p.commitTransaction();
-                Harness.emit("committed");
+                send(p, topic, 1, "timed-out-", 2);
             } catch (Exception e) {
-                Harness.emit("failed", "type", e.getClass().getName());
+                // a slow machine: the timeout (and the coordinator's abort) fell between the sends
+                failed = e;
             }
+            // the producer idles until the coordinator has aborted its transaction
+            awaitState(a.str("bootstrap"), txn, TransactionState.COMPLETE_ABORT);
+            Harness.emit("coordinator_aborted");
+            if (failed == null) {
+                try {
+                    p.send(new ProducerRecord<>(topic, 0, "k", "timed-out-late")).get();
+                    p.commitTransaction();
+                    Harness.emit("committed");
+                } catch (Exception e) {
+                    failed = e;
+                }
+            }
+            if (failed != null) Harness.emit("failed", "type", failed.getClass().getName());
         }
     }
 

@@ -5,7 +5,9 @@
   (b) Spark's own Kafka source (spark-sql-kafka-0-10) through the Quire gateway
   (c) Spark's own Kafka source from Apache Kafka 4.x (single node KRaft)
 
-Each scan is a count and a hash aggregation over value length (one Spark job). The topics are
+Each scan is a count and a hash aggregation over value length (one Spark job), after one scan of
+a small topic by the same path (Spark's first job of a kind pays for JIT, class loading and
+Python worker start; without it whichever path ran first looked slow). The topics are
 filled with kafka-producer-perf-test. Then a producer at a fixed rate on Quire
 (kafka-producer-perf-test --throughput), alone and during scan (a): its p99 latency ratio shows
 how far a direct scan disturbs the write path. Last, `quire migrate` copies Kafka's topic into a
@@ -38,6 +40,7 @@ from compat_tests.support.spark import connector_jars, connector_ready
 from tests.support.gateway import StandaloneGateway
 
 RECORD = 1024
+WARM_RECORDS = 20_000  # a small topic each path scans once first: JVM, JIT and Python workers warm
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int) -> float:
@@ -110,13 +113,14 @@ def main() -> int:
     print(f"{records} records x {RECORD} B on {args.partitions} partitions; Spark local[2]", flush=True)
     spark = (SparkSession.builder.master("local[2]").appName("spark-scan")
              .config("spark.jars", ",".join(connector_jars())).config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     pipeline.register(spark)
 
-    def kafka_df(bootstrap: str) -> Callable[[], Any]:
+    def kafka_df(bootstrap: str, topic: str = "scan") -> Callable[[], Any]:
         return lambda: (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                        .option("subscribe", "scan").option("startingOffsets", "earliest").load())
+                        .option("subscribe", topic).option("startingOffsets", "earliest").load())
 
     nan = float("nan")
     direct = via = kafka = ratio = migrate = nan
@@ -124,13 +128,17 @@ def main() -> int:
         gw = StandaloneGateway(Path(tmp) / "quire", bookies=3, log_level="WARNING").start()
         try:
             print(f"quire fill: {fill(gw.bootstrap, 'scan', args.partitions, records):.1f} MB/s", flush=True)
+            fill(gw.bootstrap, "warm", args.partitions, WARM_RECORDS)
             data_dir = str(gw.data_dir)
 
-            def quire_df() -> Any:
-                return spark.read.format("quire").option("quire.meta", data_dir).option("subscribe", "scan").load()
+            def quire_df(topic: str = "scan") -> Callable[[], Any]:
+                return lambda: (spark.read.format("quire").option("quire.meta", data_dir)
+                                .option("subscribe", topic).load())
 
-            direct = scan(spark, quire_df, records)
+            scan(spark, quire_df("warm"), WARM_RECORDS)
+            direct = scan(spark, quire_df(), records)
             print(f"(a) format(quire), from bookies: {direct:.1f} MB/s", flush=True)
+            scan(spark, kafka_df(gw.bootstrap, "warm"), WARM_RECORDS)
             via = scan(spark, kafka_df(gw.bootstrap), records)
             print(f"(b) Spark Kafka source via the gateway: {via:.1f} MB/s", flush=True)
             create_topic(gw.bootstrap, "load", 1)
@@ -140,7 +148,7 @@ def main() -> int:
                 rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s)))
             t.start()
             while t.is_alive():  # scans for as long as the producer runs
-                scan(spark, quire_df, records)
+                scan(spark, quire_df(), records)
             t.join()
             ratio = during[0] / alone if during and alone > 0 else nan
             print(f"producer at {args.producer_mbps} MB/s: p99 {alone:.0f} ms alone, "
@@ -149,6 +157,8 @@ def main() -> int:
             gw.stop(timeout=30.0)
         with apache_kafka(Path(tmp) / "kafka") as bootstrap:
             print(f"kafka fill: {fill(bootstrap, 'scan', args.partitions, records):.1f} MB/s", flush=True)
+            fill(bootstrap, "warm", args.partitions, WARM_RECORDS)
+            scan(spark, kafka_df(bootstrap, "warm"), WARM_RECORDS)
             kafka = scan(spark, kafka_df(bootstrap), records)
             print(f"(c) Spark Kafka source from Apache Kafka: {kafka:.1f} MB/s", flush=True)
             migrate = migrate_mbps(spark, bootstrap, Path(tmp) / "migrated")

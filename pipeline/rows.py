@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from aiokafka.record.default_records import DefaultRecordBatch as _CBatch
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -20,7 +23,15 @@ from pyspark.sql.types import (
 
 from kafka_wire.records import RecordBatch
 from kafka_wire.records import TimestampType as KafkaTimestampType
+from kafka_wire.records.batch import (
+    ATTR_COMPRESSION_MASK,
+    BATCH_OVERHEAD,
+    LOG_OVERHEAD,
+    OFF_ATTRIBUTES,
+    OFF_LENGTH,
+)
 
+_LENGTH = struct.Struct(">i")
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
@@ -45,45 +56,58 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
+def _decoded(b: RecordBatch) -> _CBatch:
+    """The batch for aiokafka's compiled record decoder: uncompressed as stored, else its
+    records decompressed here (kafka_wire's codecs and size bound) behind the same header, the
+    compression bits cleared (the CRC is not checked again: bookies hold what was validated)."""
+    if b.compression == 0:
+        return _CBatch(b.memoryview())
+    body = b.records_bytes()
+    head = bytearray(b.memoryview()[:BATCH_OVERHEAD])
+    _LENGTH.pack_into(head, OFF_LENGTH, BATCH_OVERHEAD - LOG_OVERHEAD + len(body))
+    head[OFF_ATTRIBUTES + 1] &= ~ATTR_COMPRESSION_MASK & 0xFF
+    return _CBatch(bytes(head) + body)
+
+
 def to_arrow(
     batches: Iterable[bytes | memoryview], topic: str, partition: int, start: int, end: int, schema: pa.Schema
 ) -> pa.RecordBatch:
     """The records with offsets in [start, end) of stored batches (control batches skipped,
-    as a consumer does), decompressed, in `schema`'s columns."""
+    as a consumer does), decompressed, in `schema`'s columns. Records are decoded by aiokafka's
+    compiled decoder (10x the pure-Python one) and columns filled per batch."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     offsets: list[int] = []
     stamps: list[int] = []
     types: list[int] = []
-    headers: list[list[dict[str, object]]] | None = [] if "headers" in schema.names else None
+    headers: list[list[tuple[str, bytes | None]]] | None = [] if "headers" in schema.names else None
     for data in batches:
         b = RecordBatch(data)
         if b.is_control:
             continue
-        base = b.base_offset
-        log_append = b.timestamp_type == KafkaTimestampType.LOG_APPEND_TIME
-        base_ts, max_ts, ts_type = b.base_timestamp, b.max_timestamp, int(log_append)
-        for r in b.records():
-            off = base + r.offset_delta
-            if off < start or off >= end:
-                continue
-            keys.append(r.key)
-            values.append(r.value)
-            offsets.append(off)
-            stamps.append(max_ts if log_append else base_ts + r.timestamp_delta)
-            types.append(ts_type)
-            if headers is not None:
-                headers.append([{"key": k, "value": v} for k, v in r.headers])
+        first, last = b.base_offset, b.last_offset
+        if last < start or first >= end:
+            continue
+        recs = list(_decoded(b))  # timestamps are the batch's max for LogAppendTime, as Kafka's
+        if first < start or last >= end:
+            recs = [r for r in recs if start <= r.offset < end]
+        keys += [r.key for r in recs]
+        values += [r.value for r in recs]
+        offsets += [r.offset for r in recs]
+        stamps += [r.timestamp for r in recs]
+        types += [int(b.timestamp_type == KafkaTimestampType.LOG_APPEND_TIME)] * len(recs)
+        if headers is not None:
+            headers += [r.headers for r in recs]
     n = len(offsets)
     ts_field = schema.field("timestamp").type
     cols: dict[str, pa.Array] = {
         "key": pa.array(keys, pa.binary()),
         "value": pa.array(values, pa.binary()),
-        "topic": pa.array([topic] * n, pa.string()),
-        "partition": pa.array([partition] * n, pa.int32()),
+        "topic": pa.repeat(pa.scalar(topic, pa.string()), n),
+        "partition": pa.repeat(pa.scalar(partition, pa.int32()), n),
         "offset": pa.array(offsets, pa.int64()),
         # Kafka's milliseconds as Spark's microseconds
-        "timestamp": pa.array([t * 1000 for t in stamps], pa.int64()).cast(ts_field),
+        "timestamp": pc.multiply(pa.array(stamps, pa.int64()), 1000).cast(ts_field),
         "timestampType": pa.array(types, pa.int32()),
     }
     if headers is not None:

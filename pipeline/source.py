@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -54,7 +55,10 @@ from pipeline.logs import (
 from pipeline.rows import arrow_schema, kafka_schema, to_arrow
 
 T = TypeVar("T")
+R = TypeVar("R")
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+PREFETCH = 2  # Arrow batches (one per large bookie read) a task reads ahead of Spark
+_END = object()
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -62,18 +66,54 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
-    """An async generator stepped from a synchronous one (Spark's `read` is synchronous)."""
+def iterate(make: Callable[[], AsyncIterator[T]], depth: int = PREFETCH) -> Iterator[T]:
+    """An async generator stepped from a synchronous one (Spark's `read` is synchronous), run
+    on its own thread and event loop up to `depth` items ahead: bookie reads and decoding go on
+    while Spark sends the previous batch to the JVM (stepped in the caller's thread, each
+    waited for the other)."""
     loop = asyncio.new_event_loop()
-    agen = make()
-    try:
-        while True:
+    thread = threading.Thread(target=loop.run_forever, name="quire-read", daemon=True)
+    thread.start()
+
+    async def start() -> tuple[asyncio.Queue[tuple[Any, BaseException | None]], asyncio.Task[None]]:
+        q: asyncio.Queue[tuple[Any, BaseException | None]] = asyncio.Queue(depth)
+
+        async def pump() -> None:
             try:
-                yield loop.run_until_complete(agen.__anext__())
-            except StopAsyncIteration:
-                return
+                agen = make()
+                try:
+                    async for item in agen:
+                        await q.put((item, None))
+                finally:
+                    await agen.aclose()  # type: ignore[attr-defined]
+                await q.put((_END, None))
+            except Exception as e:
+                await q.put((_END, e))
+
+        return q, asyncio.create_task(pump())
+
+    def call(coro: Coroutine[Any, Any, R]) -> R:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    async def finish(task: asyncio.Task[None]) -> None:
+        task.cancel()  # the consumer stopped early: close the reader (its connections) now
+        await asyncio.gather(task, return_exceptions=True)
+
+    try:
+        q, task = call(start())
+        try:
+            while True:
+                item, err = call(q.get())
+                if err is not None:
+                    raise err
+                if item is _END:
+                    return
+                yield item
+        finally:
+            call(finish(task))
     finally:
-        loop.run_until_complete(agen.aclose())  # type: ignore[attr-defined]
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
         loop.close()
 
 

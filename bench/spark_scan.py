@@ -69,7 +69,8 @@ def scan(spark: Any, make_df: Callable[[], Any], records: int) -> float:
 
 
 def cpu_seconds(roots: list[int]) -> float:
-    """CPU time (user + system) of these processes and all their descendants, from /proc."""
+    """CPU time (user + system) of these processes and all their descendants, from /proc;
+    with the children they reaped (Spark's short-lived Python planning workers)."""
     parent: dict[int, int] = {}
     ticks: dict[int, int] = {}
     for d in os.listdir("/proc"):
@@ -81,7 +82,7 @@ def cpu_seconds(roots: list[int]) -> float:
         except OSError:
             continue
         parent[int(d)] = int(fields[1])
-        ticks[int(d)] = int(fields[11]) + int(fields[12])
+        ticks[int(d)] = sum(int(v) for v in fields[11:15])
     want, total = set(roots), 0
     for pid in ticks:
         p = pid

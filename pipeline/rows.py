@@ -22,7 +22,6 @@ from pyspark.sql.types import (
 )
 
 from kafka_wire.records import RecordBatch
-from kafka_wire.records import TimestampType as KafkaTimestampType
 from kafka_wire.records.batch import (
     ATTR_COMPRESSION_MASK,
     BATCH_OVERHEAD,
@@ -56,12 +55,11 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def _decoded(b: RecordBatch) -> _CBatch:
-    """The batch for aiokafka's compiled record decoder: uncompressed as stored, else its
-    records decompressed here (kafka_wire's codecs and size bound) behind the same header, the
-    compression bits cleared (the CRC is not checked again: bookies hold what was validated)."""
-    if b.compression == 0:
-        return _CBatch(b.memoryview())
+def _decompressed(data: bytes | memoryview) -> _CBatch:
+    """A compressed batch for aiokafka's compiled record decoder: its records decompressed here
+    (kafka_wire's codecs and size bound) behind the same header, the compression bits cleared
+    (the CRC is not checked again: bookies hold what was validated)."""
+    b = RecordBatch(data)
     body = b.records_bytes()
     head = bytearray(b.memoryview()[:BATCH_OVERHEAD])
     _LENGTH.pack_into(head, OFF_LENGTH, BATCH_OVERHEAD - LOG_OVERHEAD + len(body))
@@ -74,32 +72,43 @@ def to_arrow(
 ) -> pa.RecordBatch:
     """The records with offsets in [start, end) of stored batches (control batches skipped,
     as a consumer does), decompressed, in `schema`'s columns. Records are decoded by aiokafka's
-    compiled decoder (10x the pure-Python one) and columns filled per batch."""
+    compiled decoder (10x the pure-Python one), which also reads the batch headers (kafka_wire's
+    RecordBatch only for compressed ones); timestampType, constant per batch, is kept as runs."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     offsets: list[int] = []
     stamps: list[int] = []
-    types: list[int] = []
     headers: list[list[tuple[str, bytes | None]]] | None = [] if "headers" in schema.names else None
+    runs: list[tuple[int, int]] = []  # (records so far, timestampType) where the type changes
     for data in batches:
-        b = RecordBatch(data)
-        if b.is_control:
+        cb = _CBatch(data)
+        if cb.is_control_batch:
             continue
-        first, last = b.base_offset, b.last_offset
+        first = cb.base_offset
+        last = first + cb.last_offset_delta
         if last < start or first >= end:
             continue
-        recs = list(_decoded(b))  # timestamps are the batch's max for LogAppendTime, as Kafka's
+        if cb.compression_type:
+            cb = _decompressed(data)
+        kind = cb.timestamp_type  # timestamps are the batch's max for LogAppendTime, as Kafka's
+        if not runs or runs[-1][1] != kind:
+            runs.append((len(offsets), kind))
+        recs = list(cb)
         if first < start or last >= end:
             recs = [r for r in recs if start <= r.offset < end]
         keys += [r.key for r in recs]
         values += [r.value for r in recs]
         offsets += [r.offset for r in recs]
         stamps += [r.timestamp for r in recs]
-        types += [int(b.timestamp_type == KafkaTimestampType.LOG_APPEND_TIME)] * len(recs)
         if headers is not None:
             headers += [r.headers for r in recs]
     n = len(offsets)
     ts_field = schema.field("timestamp").type
+    if len(runs) <= 1:
+        types = pa.repeat(pa.scalar(runs[0][1] if runs else 0, pa.int32()), n)
+    else:
+        bounds = [at for at, _ in runs[1:]] + [n]
+        types = pa.array([k for (at, k), stop in zip(runs, bounds) for _ in range(stop - at)], pa.int32())
     cols: dict[str, pa.Array] = {
         "key": pa.array(keys, pa.binary()),
         "value": pa.array(values, pa.binary()),
@@ -108,7 +117,7 @@ def to_arrow(
         "offset": pa.array(offsets, pa.int64()),
         # Kafka's milliseconds as Spark's microseconds
         "timestamp": pc.multiply(pa.array(stamps, pa.int64()), 1000).cast(ts_field),
-        "timestampType": pa.array(types, pa.int32()),
+        "timestampType": types,
     }
     if headers is not None:
         cols["headers"] = pa.array(headers, schema.field("headers").type)

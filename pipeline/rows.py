@@ -80,6 +80,7 @@ def to_arrow(
     stamps: list[int] = []
     headers: list[list[tuple[str, bytes | None]]] | None = [] if "headers" in schema.names else None
     runs: list[tuple[int, int]] = []  # (records so far, timestampType) where the type changes
+    add_key, add_value, add_offset, add_stamp = keys.append, values.append, offsets.append, stamps.append
     for data in batches:
         cb = _CBatch(data)
         if cb.is_control_batch:
@@ -93,13 +94,12 @@ def to_arrow(
         kind = cb.timestamp_type  # timestamps are the batch's max for LogAppendTime, as Kafka's
         if not runs or runs[-1][1] != kind:
             runs.append((len(offsets), kind))
-        recs = list(cb)
-        if first < start or last >= end:
-            recs = [r for r in recs if start <= r.offset < end]
-        keys += [r.key for r in recs]
-        values += [r.value for r in recs]
-        offsets += [r.offset for r in recs]
-        stamps += [r.timestamp for r in recs]
+        recs = list(cb) if start <= first and last < end else [r for r in cb if start <= r.offset < end]
+        for r in recs:  # one pass, appends bound to locals: fewer steps than a pass per column
+            add_key(r.key)
+            add_value(r.value)
+            add_offset(r.offset)
+            add_stamp(r.timestamp)
         if headers is not None:
             headers += [r.headers for r in recs]
     n = len(offsets)

@@ -511,17 +511,21 @@ class PartitionLog(PartitionFetch):
         async with self._persist_lock:
             try:
                 aborted = self.view.aborted
-                if idx is not None:
-                    await self.ml.set_ledger_properties(
-                        idx.ledger_id, {**idx.to_props(), **aborted.ledger_props(idx.ledger_id)}
-                    )
-                    aborted.mark_persisted(idx.ledger_id)
+                # The snapshot is taken with the index: entries confirmed while the properties
+                # are written stay after it, so a new owner replays them (markers included).
                 hw = self._hw
                 before = _now_ms() - PRODUCER_ID_EXPIRATION_MS
                 self.producers.expire(before)
                 self._durable.expire(before)
+                snapshot = self._durable.snapshot(hw)
+                if idx is not None:
+                    written = aborted.ledger_props(idx.ledger_id)
+                    await self.ml.set_ledger_properties(idx.ledger_id, {**idx.to_props(), **written})
+                    # an abort marked in that ledger meanwhile must still travel in L_ABORTED
+                    if aborted.ledger_props(idx.ledger_id) == written:
+                        aborted.mark_persisted(idx.ledger_id)
                 await self.ml.set_properties({
-                    L_PRODUCERS: self._durable.snapshot(hw),
+                    L_PRODUCERS: snapshot,
                     L_ABORTED: aborted.unpersisted_text() or None,
                     L_NEXT: str(hw),
                 })

@@ -105,6 +105,7 @@ class ManagedLog(LogRollover):
         self._acked_since_tick = False  # the age timer stamps _cur_last_ms (1 s precision)
         self._rolling: asyncio.Task[None] | None = None
         self._queued: deque[tuple[bytes | memoryview, asyncio.Future[Position]]] = deque()
+        self._inflight: set[asyncio.Future[Position]] = set()  # submitted, not settled yet (flush)
         self._tail_waiters: list[asyncio.Future[None]] = []
         self._trim_task: asyncio.Task[Any] | None = None
         self._verify_task: asyncio.Task[None] | None = None
@@ -298,6 +299,8 @@ class ManagedLog(LogRollover):
             self._fail(err)
             out.set_exception(err)
             return
+        self._inflight.add(out)
+        out.add_done_callback(self._inflight.discard)
         if self._cur_entries == 0:
             self._cur_first_ms = now_ms()
         self._cur_entries += 1
@@ -342,9 +345,12 @@ class ManagedLog(LogRollover):
         """Wait until every append scheduled so far is settled (and any rollover is done)."""
         while self._rolling is not None:
             await asyncio.shield(self._rolling)
-        if self._queued:
+        # the appends already sent to the bookies too: a caller persisting state after a flush
+        # (a partition's close) must see every confirmation first
+        pending = [*(f for _, f in self._queued), *self._inflight]
+        if pending:
             with contextlib.suppress(Exception):
-                await asyncio.gather(*(f for _, f in self._queued), return_exceptions=True)
+                await asyncio.gather(*pending, return_exceptions=True)
 
     # ---- cursors ----------------------------------------------------------------------
 

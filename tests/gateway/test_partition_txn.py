@@ -5,20 +5,22 @@ all."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway.errors import KafkaApiError
 from gateway.partition.log import PartitionLog
-from kafka_log.txn import P_ABORTED, AbortedIndex, AbortedTxn
+from kafka_log.txn import P_ABORTED, AbortedFilter, AbortedIndex, AbortedTxn
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import NewRecord, RecordBatch, build_batch, iter_batches, read_end_txn_marker
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from tests.gateway.test_partition_log import offsets_of, open_log, produce, topic
-from tests.store.managed.fakes import FakeLedgerClient
+from tests.store.managed.fakes import FakeLedgerClient, FakeWriter
 from tests.support.wait import eventually
 
 
@@ -169,6 +171,94 @@ async def test_snapshot_holds_only_durable_transaction_state(meta: MetaStore) ->
     assert p3.last_stable_offset == p3.high_watermark == 2
     assert p3.view.aborted.collect(0, 2) == [(5, 0)]
     await p3.close()
+
+
+class HeldClient(FakeLedgerClient):
+    """In-memory ledgers whose appends reach the bookies only while `flowing` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def create(self, ensemble_size: int, write_quorum: int, ack_quorum: int, *,
+                     properties: dict[str, str] | None = None) -> FakeWriter:
+        w = await super().create(ensemble_size, write_quorum, ack_quorum, properties=properties)
+        send = w.append
+
+        def append(payload: bytes) -> asyncio.Future[int]:
+            if self.flowing.is_set():
+                return send(payload)
+            out: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+            async def later() -> None:
+                await self.flowing.wait()
+                try:
+                    out.set_result(await send(payload))
+                except Exception as e:
+                    out.set_exception(e)
+
+            task = asyncio.get_running_loop().create_task(later())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return out
+
+        w.append = append  # type: ignore[method-assign]
+        return w
+
+
+def confirm_while_writing_ledger_props(p: PartitionLog, marker_fut: Awaitable[Any]) -> None:
+    """Once the log writes a ledger's properties, let the held appends through and wait for the
+    marker's confirmation before the write goes on: what a slow bookie ack does to a close."""
+    write: Callable[..., Awaitable[None]] = p.ml.set_ledger_properties
+
+    async def spy(*args: Any, **kwargs: Any) -> None:
+        client = p.ml.client
+        assert isinstance(client, HeldClient)
+        client.flowing.set()
+        await marker_fut
+        await write(*args, **kwargs)
+
+    p.ml.set_ledger_properties = spy  # type: ignore[method-assign]
+
+
+async def test_abort_in_flight_at_a_clean_close_stays_aborted(meta: MetaStore) -> None:
+    # seed 11 of the transactional fault run: an ABORT marker still unacknowledged when the
+    # owner handed the partition over; the close persisted the index without it, then a
+    # producer snapshot after it and no aborted entry, and the next owner let the
+    # transaction's records through to read_committed readers
+    client = HeldClient()
+    p = await open_log(meta, client)
+    assert await produce(p, tbatch(3, pid=5, seq=0)) == 0
+    client.flowing.clear()
+    m = p.append_marker(5, 0, False, 0)  # ABORT at 3, not acknowledged yet
+    confirm_while_writing_ledger_props(p, m)
+    closing = asyncio.create_task(p.close())
+    client.flowing.set()  # the acknowledgement comes while the partition closes
+    await closing
+    assert (await m).base_offset == 3
+    p2 = await open_log(meta, client)
+    assert (p2.last_stable_offset, p2.high_watermark) == (4, 4)
+    assert p2.view.aborted.collect(0, 4) == [(5, 0)]
+    recs, aborted = await p2.read_committed(0, 1 << 20)
+    assert aborted == [(5, 0)] and AbortedFilter(aborted).keep(recs) == []  # a consumer gets nothing
+    await p2.close()
+
+
+async def test_abort_confirmed_while_its_ledger_props_are_written_survives_a_takeover(meta: MetaStore) -> None:
+    client = HeldClient()
+    p = await open_log(meta, client)
+    assert await produce(p, tbatch(3, pid=5, seq=0)) == 0
+    client.flowing.clear()
+    m = p.append_marker(5, 0, False, 0)
+    confirm_while_writing_ledger_props(p, m)
+    await p._persist(p.view.index.last)  # as a close or a rollover does
+    assert (await m).base_offset == 3
+    p2 = await open_log(meta, client)  # a takeover, the first owner never closing
+    assert p2.view.aborted.collect(0, 4) == [(5, 0)]
+    assert (p2.last_stable_offset, p2.high_watermark) == (4, 4)
+    await p2.close()
 
 
 def test_aborted_index_collect_and_persistence() -> None:

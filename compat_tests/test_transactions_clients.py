@@ -1,7 +1,8 @@
 """Transactions with unchanged clients: the Java client (kafka-clients 4.4.0, the harness's txn
 command), confluent-kafka, kafka-python and aiokafka: commit, abort, read_committed consumers
 seeing committed records only, fencing by a second producer with the same transactional.id, consume-transform-produce with
-sendOffsetsToTransaction, a transaction the coordinator aborts on its timeout, and Kafka's
+sendOffsetsToTransaction, a transaction the coordinator aborts on its timeout (each for every client;
+confluent-kafka's sendOffsetsToTransaction is in tests/faults/txn_loop.py), and Kafka's
 kafka-transactions tool (TransactionsCommand: list, describe, describe-producers, abort)."""
 
 from __future__ import annotations
@@ -367,3 +368,301 @@ def test_cleaned_compacted_topic_with_transactions_read_committed(standalone_fac
     finally:
         c.close()
     assert txn_values(got) == expected
+
+
+STANDALONE = pytest.mark.parametrize("target", ["standalone"], indirect=True)
+
+
+def _describe(bootstrap: str, tid: str) -> tuple[str, int]:
+    with Wire(bootstrap) as w:
+        d = Txn(w, tid).describe()
+        return str(d.transaction_state), int(d.producer_epoch)
+
+
+def _wait_coordinator_abort(bootstrap: str, tid: str) -> None:
+    """The event: the coordinator aborted `tid`'s open transaction on its timeout (Kafka bumps
+    the epoch, fencing the producer's next EndTxn)."""
+    state, epoch = _describe(bootstrap, tid)
+    assert state == "Ongoing", state
+    deadline = time.monotonic() + 30
+    while True:
+        got = _describe(bootstrap, tid)
+        if got[0] in ("CompleteAbort", "Empty") and got[1] > epoch:
+            return
+        assert time.monotonic() < deadline, (got, epoch)
+        time.sleep(0.05)
+
+
+def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return {p: c.committed(TopicPartition(topic, p)) for p in range(partitions)}
+    finally:
+        c.close()
+
+
+def _plain_produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        for i, v in enumerate(values):
+            p.send(topic, value=v.encode(), partition=i % partitions)
+        p.flush()
+    finally:
+        p.close()
+
+
+@pytest.mark.compat(suite="transactions", client="confluent-kafka")
+@STANDALONE
+def test_confluent_second_producer_fences_the_first(target: Target) -> None:
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    topic, tid = unique("ck-fence"), unique("ck-fence-id")
+    create_topic(target.bootstrap, topic)
+    conf = {"bootstrap.servers": target.bootstrap, "transactional.id": tid}
+    a = Producer(conf)
+    a.init_transactions(60)
+    a.begin_transaction()
+    a.produce(topic, value=b"first-0")
+    a.flush(60)
+    b = Producer(conf)
+    b.init_transactions(60)  # fences a: its open transaction is aborted, the epoch bumped
+    with pytest.raises(KafkaException) as failed:
+        a.commit_transaction(60)
+    err = failed.value.args[0]
+    assert err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED), err
+    assert err.fatal(), err
+    b.begin_transaction()
+    for i in range(2):
+        b.produce(topic, value=f"second-{i}".encode())
+    b.commit_transaction(60)
+    assert read(target, topic) == ["second-0", "second-1"]
+
+
+@pytest.mark.compat(suite="transactions", client="confluent-kafka")
+@STANDALONE
+def test_confluent_coordinator_aborts_a_timed_out_transaction(target: Target) -> None:
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    topic, tid = unique("ck-to"), unique("ck-to-id")
+    create_topic(target.bootstrap, topic)
+    # librdkafka caps message.timeout.ms at transaction.timeout.ms: 2 s leaves the send room
+    p = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": tid, "transaction.timeout.ms": 2000})
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.produce(topic, value=b"late-0")
+    assert p.flush(60) == 0
+    _wait_coordinator_abort(target.bootstrap, tid)
+    with pytest.raises(KafkaException) as failed:
+        p.commit_transaction(60)
+    # the EndTxn's PRODUCER_FENCED (Kafka's answer to the old epoch): librdkafka's fatal _FENCED
+    err = failed.value.args[0]
+    assert err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED) and err.fatal(), err
+    assert read(target, topic) == []
+    assert read(target, topic, "read_uncommitted") == ["late-0"]
+
+
+@pytest.mark.compat(suite="transactions", client="kafka-python")
+@STANDALONE
+def test_kafka_python_second_producer_fences_the_first(target: Target) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import ProducerFencedError
+
+    topic, tid = unique("kp-fence"), unique("kp-fence-id")
+    create_topic(target.bootstrap, topic)
+    a = KafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=tid)
+    b = KafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=tid)
+    try:
+        a.init_transactions()
+        a.begin_transaction()
+        a.send(topic, value=b"first-0").get(timeout=30)
+        b.init_transactions()
+        with pytest.raises(ProducerFencedError):  # the EndTxn's PRODUCER_FENCED, as on Kafka
+            a.commit_transaction()
+        b.begin_transaction()
+        for i in range(2):
+            b.send(topic, value=f"second-{i}".encode())
+        b.commit_transaction()
+    finally:
+        a.close(timeout=5)
+        b.close()
+    assert read(target, topic) == ["second-0", "second-1"]
+
+
+@pytest.mark.compat(suite="transactions", client="kafka-python")
+@STANDALONE
+def test_kafka_python_coordinator_aborts_a_timed_out_transaction(target: Target) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import ProducerFencedError
+
+    topic, tid = unique("kp-to"), unique("kp-to-id")
+    create_topic(target.bootstrap, topic)
+    p = KafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=tid, transaction_timeout_ms=1000)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, value=b"late-0").get(timeout=30)
+        _wait_coordinator_abort(target.bootstrap, tid)
+        # the coordinator's abort bumped the epoch: the EndTxn meets PRODUCER_FENCED (Kafka's answer)
+        with pytest.raises(ProducerFencedError):
+            p.commit_transaction()
+    finally:
+        p.close(timeout=5)
+    assert read(target, topic) == []
+    assert read(target, topic, "read_uncommitted") == ["late-0"]
+
+
+@pytest.mark.compat(suite="transactions", client="kafka-python")
+@STANDALONE
+def test_kafka_python_send_offsets_to_transaction(target: Target) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+
+    src, out, group = unique("kp-src"), unique("kp-out"), unique("kp-g")
+    create_topic(target.bootstrap, src, partitions=2)
+    create_topic(target.bootstrap, out, partitions=2)
+    p = KafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=unique("kp-ctp"))
+    c = KafkaConsumer(src, bootstrap_servers=target.bootstrap, group_id=group, isolation_level="read_committed",
+                      auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        p.init_transactions()
+
+        def round_(values: list[str], commit: bool) -> None:
+            _plain_produce(target.bootstrap, src, values, 2)
+            got: list[str] = []
+            deadline = time.monotonic() + 60
+            while len(got) < len(values):
+                assert time.monotonic() < deadline, got
+                for records in c.poll(timeout_ms=500).values():
+                    got += [r.value.decode() for r in records]
+            assert sorted(got) == sorted(values)
+            p.begin_transaction()
+            for v in got:
+                p.send(out, value=v.upper().encode())
+            p.send_offsets_to_transaction({tp: OffsetAndMetadata(c.position(tp), "", -1) for tp in c.assignment()},
+                                          c.group_metadata())
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+
+        round_([f"v-{i}" for i in range(10)], commit=True)
+        assert _committed(target.bootstrap, group, src, 2) == {0: 5, 1: 5}
+        round_([f"w-{i}" for i in range(4)], commit=False)
+    finally:
+        c.close()
+        p.close()
+    # the aborted round left the group's offsets and the output as the commit did
+    assert _committed(target.bootstrap, group, src, 2) == {0: 5, 1: 5}
+    assert sorted(read(target, out)) == sorted(f"V-{i}" for i in range(10))
+
+
+@pytest.mark.compat(suite="transactions", client="aiokafka")
+@STANDALONE
+def test_aiokafka_second_producer_fences_the_first(target: Target) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import ProducerFenced
+
+    topic, tid = unique("ak-fence"), unique("ak-fence-id")
+    create_topic(target.bootstrap, topic)
+
+    async def scenario() -> None:
+        a = AIOKafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=tid)
+        b = AIOKafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=tid)
+        await a.start()
+        try:
+            await a.begin_transaction()
+            await a.send_and_wait(topic, value=b"first-0")
+            await b.start()  # initializes: fences a
+            with pytest.raises(ProducerFenced):
+                await a.commit_transaction()
+            async with b.transaction():
+                for i in range(2):
+                    await b.send(topic, value=f"second-{i}".encode())
+        finally:
+            await a.stop()
+            await b.stop()
+
+    asyncio.run(scenario())
+    assert read(target, topic) == ["second-0", "second-1"]
+
+
+@pytest.mark.compat(suite="transactions", client="aiokafka")
+@STANDALONE
+def test_aiokafka_coordinator_aborts_a_timed_out_transaction(target: Target) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import ProducerFenced
+
+    topic, tid = unique("ak-to"), unique("ak-to-id")
+    create_topic(target.bootstrap, topic)
+
+    async def scenario() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=tid, transaction_timeout_ms=1000)
+        await p.start()
+        try:
+            await p.begin_transaction()
+            await p.send_and_wait(topic, value=b"late-0")
+            await asyncio.to_thread(_wait_coordinator_abort, target.bootstrap, tid)
+            with pytest.raises(ProducerFenced):  # the EndTxn's PRODUCER_FENCED, as on Kafka
+                await p.commit_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(scenario())
+    assert read(target, topic) == []
+    assert read(target, topic, "read_uncommitted") == ["late-0"]
+
+
+@pytest.mark.compat(suite="transactions", client="aiokafka")
+@STANDALONE
+def test_aiokafka_send_offsets_to_transaction(target: Target) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    src, out, group = unique("ak-src"), unique("ak-out"), unique("ak-g")
+    create_topic(target.bootstrap, src, partitions=2)
+    create_topic(target.bootstrap, out, partitions=2)
+
+    async def scenario() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=unique("ak-ctp"))
+        c = AIOKafkaConsumer(src, bootstrap_servers=target.bootstrap, group_id=group,
+                             isolation_level="read_committed", auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+        await p.start()
+        await c.start()
+        try:
+            async def round_(values: list[str], commit: bool) -> None:
+                await asyncio.to_thread(_plain_produce, target.bootstrap, src, values, 2)
+                got: list[str] = []
+                async with asyncio.timeout(60):
+                    while len(got) < len(values):
+                        for records in (await c.getmany(timeout_ms=500)).values():
+                            got += [r.value.decode() for r in records if r.value is not None]
+                assert sorted(got) == sorted(values)
+                await p.begin_transaction()
+                for v in got:
+                    await p.send(out, value=v.upper().encode())
+                await p.send_offsets_to_transaction({tp: await c.position(tp) for tp in c.assignment()}, group)
+                if commit:
+                    await p.commit_transaction()
+                else:
+                    await p.abort_transaction()
+
+            await round_([f"v-{i}" for i in range(10)], commit=True)
+            assert await asyncio.to_thread(_committed, target.bootstrap, group, src, 2) == {0: 5, 1: 5}
+            await round_([f"w-{i}" for i in range(4)], commit=False)
+        finally:
+            await c.stop()
+            await p.stop()
+
+    asyncio.run(scenario())
+    # the aborted round left the group's offsets and the output as the commit did
+    assert _committed(target.bootstrap, group, src, 2) == {0: 5, 1: 5}
+    assert sorted(read(target, out)) == sorted(f"V-{i}" for i in range(10))

@@ -155,6 +155,12 @@ def run_confluent(a: argparse.Namespace) -> None:
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "topic.metadata.refresh.interval.ms": 2000,
+        # librdkafka 2.16 race: a ListOffsets reply that comes back after a pause/resume of the
+        # partition is outdated, and the offset-query timer it leaves fires later on the active
+        # partition, resetting it to auto.offset.reset (records consumed again). The reply waits
+        # behind the connection's long-poll Fetch (one request at a time, as in Kafka), so a
+        # short fetch wait keeps that window small.
+        "fetch.wait.max.ms": 100,
         "statistics.interval.ms": 200,
         "stats_cb": on_stats,
     }

@@ -58,6 +58,10 @@ class ConsumerHeartbeat:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
+    # The group's configs consumer.session.timeout.ms / consumer.heartbeat.interval.ms (None:
+    # the group.consumer.* settings), read by the handler.
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
 
 
 @dataclass
@@ -121,10 +125,12 @@ class ConsumerGroupOps(ShardState):
     _consumer_timers: dict[tuple[str, str, str], TimerHandle]
     _group_locks: dict[str, asyncio.Lock]
     _regex_version: int
+    _session_ms: dict[str, int]  # groups with their own consumer.session.timeout.ms
 
     async def load(self) -> None:
         self._consumer_timers = {}
         self._group_locks = {}
+        self._session_ms = {}
         self._regex_version = 0
         await super().load()
         for group in self.groups.values():
@@ -147,6 +153,10 @@ class ConsumerGroupOps(ShardState):
             return HeartbeatAnswer(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} is not a consumer group.")
         try:
             self._validate(hb)
+            if hb.session_timeout_ms is None:
+                self._session_ms.pop(hb.group_id, None)
+            else:
+                self._session_ms[hb.group_id] = hb.session_timeout_ms
             async with self._lock(hb.group_id):
                 if not self.active:
                     return HeartbeatAnswer(ErrorCode.NOT_COORDINATOR)
@@ -284,7 +294,7 @@ class ConsumerGroupOps(ShardState):
         return HeartbeatAnswer(
             member_id=mid,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=hb.heartbeat_interval_ms or cfg.consumer_heartbeat_interval_ms,
             assignment=dict(reconciled.assigned) if full or reconciled.assigned != member.assigned else None,
         )
 
@@ -550,7 +560,7 @@ class ConsumerGroupOps(ShardState):
         return None
 
     def _schedule_session(self, gid: str, mid: str, member: ConsumerMember | None = None) -> None:
-        ms = self.config.consumer_session_timeout_ms
+        ms = self._session_ms.get(gid, self.config.consumer_session_timeout_ms)
         if member is not None and member.classic is not None:
             ms = member.classic.session_timeout_ms  # a classic member keeps its own session timeout
         self._schedule(gid, mid, "session", ms, None)

@@ -253,6 +253,24 @@ def test_assignors_cover_every_partition_once_and_balance(assignor: object) -> N
         assert max(counts) - min(counts) <= 1
 
 
+async def test_the_group_s_session_timeout_and_heartbeat_interval() -> None:
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms of the group (passed by the
+    handler) over the group.consumer.* settings (1 s session here)."""
+    clock = FakeClock()
+    cfg = dataclasses.replace(NOW, consumer_session_timeout_ms=1000)
+    c = GroupCoordinator(0, MemoryShardLog(), cfg, clock=clock, topics=lambda: TOPICS)
+    await c.load()
+    a = await join(c, "a", session_timeout_ms=3000, heartbeat_interval_ms=7000)
+    assert (a.error, a.heartbeat_interval_ms) == (0, 7000)
+    cg = c.groups["g"].consumer
+    assert cg is not None
+    await clock.advance(2)  # past the setting's 1 s, within the group's 3 s
+    assert set(cg.members) == {"a"}
+    await clock.advance(1.1)
+    assert cg.members == {}
+    c.unload()
+
+
 async def test_session_expiry_and_rebalance_timeout_fence_members() -> None:
     clock = FakeClock()
     cfg = dataclasses.replace(NOW, consumer_session_timeout_ms=1000)

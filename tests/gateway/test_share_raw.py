@@ -15,6 +15,7 @@ import pytest
 from coordinator.share.partition import rendezvous
 from gateway.share_keys import key_id
 from kafka_wire.errors import ErrorCode
+from kafka_wire.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from kafka_wire.messages.describe_configs import DescribeConfigsRequest
 from kafka_wire.messages.find_coordinator import FindCoordinatorRequest
 from kafka_wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
@@ -295,6 +296,21 @@ def test_admin_groups_describe_shows_a_share_group_in_flight(
     assert ["MEMBER", "CLIENT_ID", "HOST", "SUBSCRIBED"] in lines and any(r[:1] == ["m1"] for r in lines), text
     assert ["TOPIC", "PARTITION", "SPSO", "IN_FLIGHT", "ARCHIVED", "BACKLOG", "LOG_END"] in lines, text
     assert [topic, "0", "2", "2", "1", "5", "8"] in lines, text
+
+
+def test_consumer_group_heartbeat_interval_group_config(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """The GROUP resource's consumer.heartbeat.interval.ms reaches a consumer-protocol member too
+    (beside the share groups' configs above)."""
+    topic, group = "raw-consumer-configs", "cg-configs"
+    create_topic(module_standalone.bootstrap, topic)
+    R = IncrementalAlterConfigsRequest
+    resp = raw.call(R(resources=[R.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+        R.AlterableConfig(name="consumer.heartbeat.interval.ms", config_operation=0, value="6000")])]), 1)
+    assert resp.responses[0].error_code == 0
+    hb = raw.call(ConsumerGroupHeartbeatRequest(group_id=group, member_id="x" * 22, member_epoch=0,
+                                                rebalance_timeout_ms=30000, subscribed_topic_names=[topic],
+                                                topic_partitions=[]), 1)
+    assert (hb.error_code, hb.heartbeat_interval_ms) == (0, 6000)
 
 
 async def test_dead_letter_topic(module_standalone: StandaloneGateway, raw: Raw) -> None:

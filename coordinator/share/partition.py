@@ -300,12 +300,7 @@ class SharePartition:
         for base, last in batches:
             if got >= max_records:
                 break
-            if last < self.spso:
-                continue
-            if base in skip:
-                if last >= self.end:
-                    self._put(Span(max(base, self.end), last, RecordState.ARCHIVED))
-                    self.end = last + 1
+            if self._passed_over(base, last, skip):
                 continue
             delays = due(base) if due is not None and self._unchecked(base, last) else ()
             self._hold_back(delays)
@@ -326,6 +321,18 @@ class SharePartition:
                         got += s.last - s.first + 1
         self._lock_taken(lock, out)
         return out
+
+    def _passed_over(self, base: int, last: int, skip: frozenset[int]) -> bool:
+        """A read batch nothing is acquired from: below the SPSO, or one to skip (archived as the
+        share-partition's end passes it)."""
+        if last < self.spso:
+            return True
+        if base in skip:
+            if last >= self.end:
+                self._put(Span(max(base, self.end), last, RecordState.ARCHIVED))
+                self.end = last + 1
+            return True
+        return False
 
     def _lock_taken(self, lock: int, out: list[tuple[int, int, int]]) -> None:
         if out:
@@ -369,12 +376,7 @@ class SharePartition:
         for base, last in batches:
             if got >= max_records:
                 break
-            if last < self.spso:
-                continue
-            if base in skip:
-                if last >= self.end:
-                    self._put(Span(max(base, self.end), last, RecordState.ARCHIVED))
-                    self.end = last + 1
+            if self._passed_over(base, last, skip):
                 continue
             delays = due(base) if due is not None and self._unchecked(base, last) else ()
             full = False

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from coordinator.share.partition import DueTimes
-from kafka_wire.records.batch import RecordBatch, TimestampType
+from kafka_wire.records.batch import TimestampType, data_batches
 
 DELAY_CONFIG = "quire.delivery.delay.ms"
 ENABLE_CONFIG = "quire.delayed.delivery.enable"
@@ -30,14 +30,11 @@ def due_times(delay_ms: int, headers: bool, batches: Sequence[tuple[int, int, by
     delayed delivery is not in use on the topic."""
     if delay_ms <= 0 and not headers:
         return None
-    by_base = {base: data for base, _, data in batches}
+    batch_at = data_batches(batches)
 
     def due(base: int) -> list[tuple[int, int, int]]:
-        data = by_base.get(base)
-        if data is None:
-            return []
-        b = RecordBatch(data)
-        if b.is_control:
+        b = batch_at(base)
+        if b is None:
             return []
         append_time = b.timestamp_type == TimestampType.LOG_APPEND_TIME
         if not headers:

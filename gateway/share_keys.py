@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Sequence
 
 from coordinator.share.partition import KeysOf
-from kafka_wire.records.batch import RecordBatch
+from kafka_wire.records.batch import data_batches
 
 
 def key_id(key: bytes | None) -> int:
@@ -20,14 +20,11 @@ def key_id(key: bytes | None) -> int:
 
 def record_keys(batches: Sequence[tuple[int, int, bytes | memoryview]]) -> KeysOf:
     """The share-partition's `keys` for these read batches ((base, last, bytes))."""
-    by_base = {base: data for base, _, data in batches}
+    batch_at = data_batches(batches)
 
     def keys(base: int) -> list[tuple[int, int]]:
-        data = by_base.get(base)
-        if data is None:
-            return []
-        b = RecordBatch(data)
-        if b.is_control:
+        b = batch_at(base)
+        if b is None:
             return []
         return [(b.base_offset + r.offset_delta, key_id(r.key)) for r in b.records()]
 

@@ -11,7 +11,7 @@ rewritten without touching it; anything else needs the CRC recomputed."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
 from typing import NoReturn, overload
 
@@ -351,6 +351,21 @@ def _framing_error(buf: Buffer, off: int, avail: int, *, size_first: bool = True
     if length < MIN_BATCH_LENGTH:
         raise InvalidBatch(f"batch length {length} is below the v2 minimum", offset=off)
     raise InvalidBatch(f"batch declares {length + LOG_OVERHEAD} bytes, {avail} present", offset=off)
+
+
+def data_batches(batches: Sequence[tuple[int, int, Buffer]]) -> Callable[[int], RecordBatch | None]:
+    """Look up read batches ((base, last, bytes)) by base offset: the data batch there, or None
+    (no such batch, or a control batch)."""
+    by_base = {base: data for base, _, data in batches}
+
+    def at(base: int) -> RecordBatch | None:
+        data = by_base.get(base)
+        if data is None:
+            return None
+        b = RecordBatch(data)
+        return None if b.is_control else b
+
+    return at
 
 
 def iter_batches(buf: Buffer, offset: int = 0, end: int | None = None) -> Iterator[RecordBatch]:

@@ -46,7 +46,7 @@ def group_config(services: GatewayHost) -> GroupConfig:
         out.offsets_topic_partitions = int(services.config.offsets_topic_partitions)
     for name, value in services.config.group.items():
         if value is not None:
-            setattr(out, name, value if isinstance(getattr(out, name), str) else int(value))
+            setattr(out, name, value if isinstance(getattr(out, name), (str, bool)) else int(value))
     unknown = set(out.consumer_assignors.split(",")) - set(ASSIGNORS)
     if unknown:
         raise ValueError(f"group.consumer.assignors: unknown assignor(s) {sorted(unknown)} (known: {list(ASSIGNORS)})")

@@ -11,7 +11,8 @@ Each is built by its own subsystem; this module only names them so handlers can 
 - txn_verifier (kafka_log/txn.py TxnVerifier): asks the transaction coordinator whether a
   partition is in a producer's transaction before its first transactional batch is appended
   (default: accept; gateway/app.py installs gateway/txns.py's);
-- fetch_sessions (gateway/fetch_sessions.py): the incremental fetch session cache (KIP-227).
+- fetch_sessions (gateway/fetch_sessions.py): the incremental fetch session cache (KIP-227);
+- group_configs (gateway/group_configs.py): the groups' configs (GROUP resource), watched.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from gateway.dead_letters import DeadLetterSink
 from gateway.fetch_sessions import FetchSessionCache
+from gateway.group_configs import GroupConfigCache
 from gateway.groups import GroupCoordinators
 from gateway.shares import SharePartitions
 from gateway.txns import TxnCoordinators
@@ -49,6 +51,7 @@ class GatewayServices:
     producer_ids: ProducerIdAllocator
     groups: GroupCoordinators | None = None
     shares: SharePartitions | None = None  # gateway/shares.py: share-partitions and share sessions
+    group_configs: GroupConfigCache | None = None  # gateway/group_configs.py: the groups' configs, watched
     txns: TxnCoordinators | None = None
     offloader: Offloader | None = None  # the offload tier's driver (None: no tier configured)
     txn_verifier: TxnVerifier = accept_all
@@ -73,5 +76,11 @@ class GatewayServices:
         """The process's SharePartitions, made on first use."""
         if self.shares is None:
             sink = DeadLetterSink(self.topics, self.partitions, self.cluster, self.node_id, self.config.num_partitions)
-            self.shares = SharePartitions(self.config.share, self.meta, sink)
+            self.shares = SharePartitions(self.config.share, self.meta, sink, self.group_config_cache())
         return self.shares
+
+    def group_config_cache(self) -> GroupConfigCache:
+        """The process's watched cache of group configs (gateway/group_configs.py), made on first use."""
+        if self.group_configs is None:
+            self.group_configs = GroupConfigCache(self.meta)
+        return self.group_configs

@@ -34,7 +34,7 @@ from gateway.group_configs import (
     DLQ_TOPIC,
     RENEW_ACK,
     SHARE_MODE,
-    read_group_configs,
+    GroupConfigCache,
 )
 from gateway.partition.lookup import TopicCache
 from gateway.share_offsets import DELETED, SharePublisher, clear_resets, read_resets, reset_key, stats_of
@@ -125,9 +125,11 @@ async def _initial_spso(config: ShareConfig, plog: PartitionLog) -> int:
 class SharePartitions:
     """Every share-partition this gateway serves, and the share sessions."""
 
-    def __init__(self, config: ShareConfig, meta: MetaStore, dead_letters: DeadLetterSink) -> None:
+    def __init__(self, config: ShareConfig, meta: MetaStore, dead_letters: DeadLetterSink,
+                 group_configs: GroupConfigCache | None = None) -> None:
         self.config = config
         self.meta = meta
+        self.group_configs = group_configs or GroupConfigCache(meta)
         self.dead_letters = dead_letters
         self._entries: dict[tuple[str, uuid.UUID, int], _Entry] = {}
         self._locks: dict[tuple[str, uuid.UUID, int], asyncio.Lock] = {}
@@ -212,8 +214,9 @@ class SharePartitions:
                 retry = min(retry * 2, 30.0)
 
     async def group_share_config(self, group_id: str) -> ShareConfig:
-        """The gateway's share settings with the group's own configs over them."""
-        overrides, _ = await read_group_configs(self.meta, group_id)
+        """The gateway's share settings with the group's own configs over them (no metadata read
+        while the group's configs are unchanged: GroupConfigCache)."""
+        overrides = await self.group_configs.get(group_id)
         out = dataclasses.replace(self.config)
         if "share.auto.offset.reset" in overrides:
             out.auto_offset_reset = overrides["share.auto.offset.reset"].lower()

@@ -160,13 +160,23 @@ def _share_settings() -> list[Setting]:
          "lower limit of the share.partition.max.record.locks group config"),
         ("group.share.max.partition.max.record.locks", "max_partition_max_record_locks",
          "upper limit of the share.partition.max.record.locks group config"),
+        ("group.share.assignment.interval.ms", "assignment_interval_ms",
+         "default of the share.assignment.interval.ms group config (no effect: Quire assigns a share group "
+         "on the heartbeat that changes it)"),
+        ("group.share.min.assignment.interval.ms", "min_assignment_interval_ms",
+         "lower limit of the share.assignment.interval.ms group config"),
+        ("group.share.max.assignment.interval.ms", "max_assignment_interval_ms",
+         "upper limit of the share.assignment.interval.ms group config"),
+        ("group.share.assignor.offload.enable", "assignor_offload_enable",
+         "default of the share.assignor.offload.enable group config (no effect: no assignor thread)"),
     )
-    return [Setting(key, int, getattr(_SHARE, name), doc, G, share_field=name) for key, name, doc in table]
+    return [Setting(key, type(getattr(_SHARE, name)), getattr(_SHARE, name), doc, G, share_field=name)
+            for key, name, doc in table]
 
 
 def _group_settings() -> list[Setting]:
     """The group coordinator's settings (Kafka's names and defaults), each setting one GroupConfig field."""
-    table = (
+    table: tuple[tuple[str, str, str], ...] = (
         ("group.initial.rebalance.delay.ms", "initial_rebalance_delay_ms",
          "wait for more members before the first rebalance of an empty classic group"),
         ("group.min.session.timeout.ms", "min_session_timeout_ms", "smallest session timeout a classic member may ask for"),
@@ -186,14 +196,64 @@ def _group_settings() -> list[Setting]:
         ("group.consumer.max.size", "consumer_max_size", "most members of one consumer-protocol group"),
         ("group.consumer.assignment.interval.ms", "consumer_assignment_interval_ms",
          "least time between two target assignments of a consumer-protocol group"),
+        ("group.consumer.min.assignment.interval.ms", "consumer_min_assignment_interval_ms",
+         "lower limit of the consumer.assignment.interval.ms group config"),
+        ("group.consumer.max.assignment.interval.ms", "consumer_max_assignment_interval_ms",
+         "upper limit of the consumer.assignment.interval.ms group config"),
+        ("group.consumer.assignor.offload.enable", "consumer_assignor_offload_enable",
+         "default of the consumer.assignor.offload.enable group config (no effect: no assignor thread)"),
         ("group.consumer.assignors", "consumer_assignors",
          "server-side assignors consumer-protocol members may name (uniform, range); the first is the default"),
         ("group.consumer.migration.policy", "consumer_migration_policy",
          "classic <-> consumer group conversions allowed: disabled, upgrade, downgrade or bidirectional"),
     )
-    lists = {"group.consumer.assignors"}  # Kafka's LIST-typed setting
-    return [Setting(key, type(getattr(_GROUP, name)), getattr(_GROUP, name), doc, G, group_field=name,
-                    config_type=ConfigType.LIST if key in lists else None)
+    # Streams groups (KIP-1071): not served; the defaults and limits of the streams.* group configs.
+    streams = " of the streams.* group configs (no effect: Quire serves no streams groups)"
+    table += (
+        ("group.streams.session.timeout.ms", "streams_session_timeout_ms", "default of streams.session.timeout.ms"),
+        ("group.streams.min.session.timeout.ms", "streams_min_session_timeout_ms",
+         "lower limit of streams.session.timeout.ms"),
+        ("group.streams.max.session.timeout.ms", "streams_max_session_timeout_ms",
+         "upper limit of streams.session.timeout.ms"),
+        ("group.streams.heartbeat.interval.ms", "streams_heartbeat_interval_ms",
+         "default of streams.heartbeat.interval.ms"),
+        ("group.streams.min.heartbeat.interval.ms", "streams_min_heartbeat_interval_ms",
+         "lower limit of streams.heartbeat.interval.ms"),
+        ("group.streams.max.heartbeat.interval.ms", "streams_max_heartbeat_interval_ms",
+         "upper limit of streams.heartbeat.interval.ms"),
+        ("group.streams.num.standby.replicas", "streams_num_standby_replicas",
+         "default of streams.num.standby.replicas"),
+        ("group.streams.max.standby.replicas", "streams_max_standby_replicas",
+         "upper limit of streams.num.standby.replicas"),
+        ("group.streams.initial.rebalance.delay.ms", "streams_initial_rebalance_delay_ms",
+         "default of streams.initial.rebalance.delay.ms"),
+        ("group.streams.assignment.interval.ms", "streams_assignment_interval_ms",
+         "default of streams.assignment.interval.ms"),
+        ("group.streams.min.assignment.interval.ms", "streams_min_assignment_interval_ms",
+         "lower limit of streams.assignment.interval.ms"),
+        ("group.streams.max.assignment.interval.ms", "streams_max_assignment_interval_ms",
+         "upper limit of streams.assignment.interval.ms"),
+        ("group.streams.assignors", "streams_assignors",
+         "task assignors streams.assignor.name may name (the first is its default)"),
+        ("group.streams.rack.aware.assignment.tags", "streams_rack_aware_assignment_tags",
+         "default of streams.rack.aware.assignment.tags"),
+        ("group.streams.assignor.offload.enable", "streams_assignor_offload_enable",
+         "default of streams.assignor.offload.enable"),
+        ("group.streams.task.offset.interval.ms", "streams_task_offset_interval_ms",
+         "default of streams.task.offset.interval.ms"),
+        ("group.streams.min.task.offset.interval.ms", "streams_min_task_offset_interval_ms",
+         "lower limit of streams.task.offset.interval.ms"),
+        ("group.streams.num.warmup.replicas", "streams_num_warmup_replicas", "default of streams.num.warmup.replicas"),
+        ("group.streams.max.warmup.replicas", "streams_max_warmup_replicas",
+         "upper limit of streams.num.warmup.replicas"),
+        ("group.streams.acceptable.recovery.lag", "streams_acceptable_recovery_lag",
+         "default of streams.acceptable.recovery.lag"),
+    )
+    lists = {"group.consumer.assignors", "group.streams.assignors", "group.streams.rack.aware.assignment.tags"}
+    types = {**{k: ConfigType.LIST for k in lists}, "group.streams.acceptable.recovery.lag": ConfigType.LONG}
+    return [Setting(key, type(getattr(_GROUP, name)), getattr(_GROUP, name),
+                    doc + (streams if key.startswith("group.streams.") else ""), G, group_field=name,
+                    config_type=types.get(key))
             for key, name, doc in table]
 
 

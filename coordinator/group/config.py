@@ -28,8 +28,33 @@ class GroupConfig:
     consumer_max_heartbeat_interval_ms: int = 15000  # group.consumer.max.heartbeat.interval.ms
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     consumer_assignment_interval_ms: int = 1000  # group.consumer.assignment.interval.ms (Kafka 4.3+)
+    consumer_min_assignment_interval_ms: int = 0  # group.consumer.min.assignment.interval.ms
+    consumer_max_assignment_interval_ms: int = 15000  # group.consumer.max.assignment.interval.ms
+    consumer_assignor_offload_enable: bool = True  # group.consumer.assignor.offload.enable (no effect)
     consumer_assignors: str = "uniform,range"  # group.consumer.assignors (the first is the default)
     consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+    # Streams groups (KIP-1071): Quire serves no StreamsGroupHeartbeat; these settings are Kafka's
+    # defaults of the streams.* group configs and their bounds, which are accepted and stored.
+    streams_session_timeout_ms: int = 45000  # group.streams.session.timeout.ms
+    streams_min_session_timeout_ms: int = 45000  # group.streams.min.session.timeout.ms
+    streams_max_session_timeout_ms: int = 60000  # group.streams.max.session.timeout.ms
+    streams_heartbeat_interval_ms: int = 5000  # group.streams.heartbeat.interval.ms
+    streams_min_heartbeat_interval_ms: int = 5000  # group.streams.min.heartbeat.interval.ms
+    streams_max_heartbeat_interval_ms: int = 15000  # group.streams.max.heartbeat.interval.ms
+    streams_num_standby_replicas: int = 0  # group.streams.num.standby.replicas
+    streams_max_standby_replicas: int = 2  # group.streams.max.standby.replicas
+    streams_initial_rebalance_delay_ms: int = 3000  # group.streams.initial.rebalance.delay.ms
+    streams_assignment_interval_ms: int = 1000  # group.streams.assignment.interval.ms
+    streams_min_assignment_interval_ms: int = 0  # group.streams.min.assignment.interval.ms
+    streams_max_assignment_interval_ms: int = 15000  # group.streams.max.assignment.interval.ms
+    streams_assignors: str = "sticky"  # group.streams.assignors
+    streams_rack_aware_assignment_tags: str = ""  # group.streams.rack.aware.assignment.tags
+    streams_assignor_offload_enable: bool = True  # group.streams.assignor.offload.enable
+    streams_task_offset_interval_ms: int = 60000  # group.streams.task.offset.interval.ms
+    streams_min_task_offset_interval_ms: int = 15000  # group.streams.min.task.offset.interval.ms
+    streams_num_warmup_replicas: int = 2  # group.streams.num.warmup.replicas
+    streams_max_warmup_replicas: int = 20  # group.streams.max.warmup.replicas
+    streams_acceptable_recovery_lag: int = 10000  # group.streams.acceptable.recovery.lag
     load_wait_s: float = 10.0  # how long a request waits for a shard to load before LOAD_IN_PROGRESS
 
     def migration_allows(self, direction: str) -> bool:

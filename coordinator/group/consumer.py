@@ -58,10 +58,11 @@ class ConsumerHeartbeat:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
-    # The group's configs consumer.session.timeout.ms / consumer.heartbeat.interval.ms (None:
-    # the group.consumer.* settings), read by the handler.
+    # The group's configs consumer.session.timeout.ms / consumer.heartbeat.interval.ms /
+    # consumer.assignment.interval.ms (None: the group.consumer.* settings), read by the handler.
     session_timeout_ms: int | None = None
     heartbeat_interval_ms: int | None = None
+    assignment_interval_ms: int | None = None  # consumer.assignment.interval.ms
 
 
 @dataclass
@@ -126,11 +127,13 @@ class ConsumerGroupOps(ShardState):
     _group_locks: dict[str, asyncio.Lock]
     _regex_version: int
     _session_ms: dict[str, int]  # groups with their own consumer.session.timeout.ms
+    _assignment_interval_ms: dict[str, int]  # groups with their own consumer.assignment.interval.ms
 
     async def load(self) -> None:
         self._consumer_timers = {}
         self._group_locks = {}
         self._session_ms = {}
+        self._assignment_interval_ms = {}
         self._regex_version = 0
         await super().load()
         for group in self.groups.values():
@@ -157,6 +160,10 @@ class ConsumerGroupOps(ShardState):
                 self._session_ms.pop(hb.group_id, None)
             else:
                 self._session_ms[hb.group_id] = hb.session_timeout_ms
+            if hb.assignment_interval_ms is None:
+                self._assignment_interval_ms.pop(hb.group_id, None)
+            else:
+                self._assignment_interval_ms[hb.group_id] = hb.assignment_interval_ms
             async with self._lock(hb.group_id):
                 if not self.active:
                     return HeartbeatAnswer(ErrorCode.NOT_COORDINATOR)
@@ -307,7 +314,7 @@ class ConsumerGroupOps(ShardState):
         its new metadata (the group epoch moves when its subscription does), the target
         assignment if the epoch moved, its reconciliation; written, then applied. Returns the
         member as reconciled; Refusal if the write fails."""
-        cfg, mid = self.config, updated.member_id
+        mid = updated.member_id
         records: list[CRecord] = []
         targets: dict[str, Frozen] = dict(cg.targets)
         members = dict(cg.members)
@@ -344,7 +351,7 @@ class ConsumerGroupOps(ShardState):
 
         target_epoch = cg.assignment_epoch
         if epoch > cg.assignment_epoch:
-            wait = cg.assignment_timestamp + cfg.consumer_assignment_interval_ms - self._now_ms()
+            wait = cg.assignment_timestamp + self._assignment_interval(gid) - self._now_ms()
             if wait <= 0:
                 records += self._assign(cg, members, effective, subscribed, targets, epoch)
                 target_epoch = epoch
@@ -421,6 +428,10 @@ class ConsumerGroupOps(ShardState):
             targets[tmid] = fa
         records.append(cg.target_epoch_record(epoch, self._now_ms()))
         return records
+
+    def _assignment_interval(self, gid: str) -> int:
+        """The group's consumer.assignment.interval.ms, else group.consumer.assignment.interval.ms."""
+        return self._assignment_interval_ms.get(gid, self.config.consumer_assignment_interval_ms)
 
     async def _assign_later(self, gid: str) -> None:
         """The deferred target assignment of a group whose epoch moved within the interval."""
@@ -541,7 +552,7 @@ class ConsumerGroupOps(ShardState):
                       if n in image}
         epoch = cg.group_epoch + 1
         records.append(cg.epoch_record(epoch, _metadata_hash(subscribed)))
-        wait = cg.assignment_timestamp + self.config.consumer_assignment_interval_ms - self._now_ms()
+        wait = cg.assignment_timestamp + self._assignment_interval(cg.group_id) - self._now_ms()
         if wait <= 0:
             # The remaining members' new target right away (Kafka computes it on the epoch bump).
             effective = {m.member_id: cg.member_topics(m) & image.keys() for m in rest.values()}

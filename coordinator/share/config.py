@@ -57,6 +57,12 @@ class ShareConfig:
     max_delivery_count_limit: int = 10
     min_partition_max_record_locks: int = 100
     max_partition_max_record_locks: int = 4000
+    # share.assignment.interval.ms / share.assignor.offload.enable (GroupCoordinatorConfig's
+    # group.share.*): accepted and reported; Quire assigns on the heartbeat that changes the group.
+    assignment_interval_ms: int = 1000
+    min_assignment_interval_ms: int = 0
+    max_assignment_interval_ms: int = 15000
+    assignor_offload_enable: bool = True
     auto_offset_reset: str = AUTO_OFFSET_RESET_LATEST  # share.auto.offset.reset (a group config)
     read_committed: bool = False  # share.isolation.level=read_committed (a group config)
     renew_acknowledge_enable: bool = True  # share.renew.acknowledge.enable (a group config, KIP-1222)

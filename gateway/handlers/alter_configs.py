@@ -9,7 +9,7 @@ from typing import Protocol, TypeVar
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.group_configs import GROUP_CONFIG_DEFS, limits, read_group_configs, validate, write_group_configs
+from gateway.group_configs import GROUP_CONFIG_DEFS, read_group_configs, validate, write_group_configs
 from gateway.groups import group_config
 from gateway.topics.configs import TOPIC_CONFIGS, ConfigType
 from gateway.topics.naming import invalid_reason
@@ -53,37 +53,40 @@ async def _alter_topic(ctx: RequestContext, name: str, mutate: Callable[[dict[st
 
 
 async def _alter_group(ctx: RequestContext, r: _Resource, validate_only: bool) -> None:
-    """Group configs: SET and DELETE (a full AlterConfigs replaces them), validated as Kafka does."""
+    """Group configs: SET and DELETE (a full AlterConfigs replaces them); the group's configs as
+    they would be stored are validated as Kafka 4.4 does (cross-checks see the ones kept too)."""
     incremental = isinstance(r, IncrementalAlterConfigsRequest.AlterConfigsResource)
     ops: list[tuple[int, str, str | None]] = [
         (c.config_operation, c.name, c.value) if incremental else (SET, c.name, c.value)
         for c in r.configs  # type: ignore[attr-defined]
     ]
-    bounds = limits(ctx.services.config.share, group_config(ctx.services))
     for op, name, value in ops:
         if op not in (SET, DELETE):
             raise _err(ErrorCode.INVALID_CONFIG, f"Config value append/subtract is not allowed for config key: {name}")
-        reason = validate(name, value, bounds) if op == SET and value is not None else (
-            None if name in GROUP_CONFIG_DEFS else f"Unknown group config name: {name}")
+        if name not in GROUP_CONFIG_DEFS:
+            raise _err(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
         if op == SET and value is None:
-            reason = f"Null value not supported for : {name}"
-        if reason is not None:
-            raise _err(ErrorCode.INVALID_CONFIG, reason)
-    if validate_only:
-        return
+            raise _err(ErrorCode.INVALID_CONFIG, f"Null value not supported for : {name}")
+    services = ctx.services
     for _ in range(20):
-        current, version = await read_group_configs(ctx.services.meta, r.resource_name)
+        current, version = await read_group_configs(services.meta, r.resource_name)
         new = dict(current) if incremental else {}
         for op, name, value in ops:
             if op == DELETE:
                 new.pop(name, None)
             elif value is not None:
                 new[name] = value
-        try:
-            await write_group_configs(ctx.services.meta, r.resource_name, new, version)
+        reason = validate(new, services.config.share, group_config(services))
+        if reason is not None:
+            raise _err(ErrorCode.INVALID_CONFIG, reason)
+        if validate_only:
             return
+        try:
+            await write_group_configs(services.meta, r.resource_name, new, version)
         except (BadVersionError, NoNodeError):
             continue
+        services.group_config_cache().invalidate(r.resource_name)  # its watch follows, later
+        return
     raise _err(ErrorCode.UNKNOWN_SERVER_ERROR, "group configs kept changing")
 
 

@@ -1,11 +1,11 @@
-"""ConsumerGroupHeartbeat (v0-1): the consumer group protocol's one request (KIP-848)."""
+"""ConsumerGroupHeartbeat (v0-1): the consumer group protocol's one request (KIP-848). The group's
+configs come from the watched GroupConfigCache: no metadata read per heartbeat."""
 
 from __future__ import annotations
 
 from coordinator.group.consumer import ConsumerHeartbeat
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.group_configs import read_group_configs
 from gateway.handlers.group_lookup import client_host, group_coordinator
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.consumer_group_heartbeat import (
@@ -19,8 +19,9 @@ R = ConsumerGroupHeartbeatResponse
 async def consumer_group_heartbeat(
     ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
-    configs = (await read_group_configs(ctx.services.meta, req.group_id))[0] if req.group_id else {}
+    configs = await ctx.services.group_config_cache().get(req.group_id) if req.group_id else {}
     session_ms, interval_ms = configs.get("consumer.session.timeout.ms"), configs.get("consumer.heartbeat.interval.ms")
+    assign_ms = configs.get("consumer.assignment.interval.ms")
     hb = ConsumerHeartbeat(
         group_id=req.group_id,
         member_id=req.member_id,
@@ -38,6 +39,7 @@ async def consumer_group_heartbeat(
         api_version=ctx.api_version,
         session_timeout_ms=None if session_ms is None else int(session_ms),
         heartbeat_interval_ms=None if interval_ms is None else int(interval_ms),
+        assignment_interval_ms=None if assign_ms is None else int(assign_ms),
     )
     try:
         coord = await group_coordinator(ctx, req.group_id)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from gateway.context import RequestContext
 from gateway.errors import KafkaApiError
-from gateway.group_configs import group_entries
+from gateway.group_configs import group_entries, read_group_configs
+from gateway.groups import group_config
 from gateway.topics.describe import ConfigEntry, broker_entries, topic_entries
 from gateway.topics.naming import invalid_reason
 from kafka_wire.errors import ErrorCode
@@ -43,7 +44,8 @@ async def entries_for(ctx: RequestContext, rtype: int, rname: str) -> list[Confi
         adv = (me.host, me.port) if me is not None else services.config.advertised()
         return broker_entries(services.config, services.node_id, adv)
     if rtype == GROUP:
-        return await group_entries(services.meta, services.config.share, rname)
+        overrides, _ = await read_group_configs(services.meta, rname)  # read fresh, as for a topic
+        return group_entries(overrides, services.config.share, group_config(services), services.config.broker_settings)
     raise KafkaApiError(int(ErrorCode.INVALID_REQUEST), f"Unsupported resource type {rtype}")
 
 

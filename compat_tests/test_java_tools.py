@@ -103,6 +103,30 @@ def test_kafka_topics_lifecycle(target: Target) -> None:
 
 
 @pytest.mark.compat(suite="admin", client="java-tools")
+def test_kafka_configs_group_configs(target: Target) -> None:
+    """Kafka 4.4's group configs Quire stores without acting on (streams.*, share.assignment.*,
+    *.assignor.offload.enable) through kafka-configs: set, described with their broker synonyms,
+    refused past the broker's limits with Kafka's message."""
+    group = unique("jt-group-configs")
+    cfg = ["--entity-type", "groups", "--entity-name", group]
+    out = tool(target, "kafka-configs", "--alter", *cfg, "--add-config",
+               "streams.num.standby.replicas=1,share.assignment.interval.ms=2000,consumer.assignor.offload.enable=false")
+    assert f"Completed updating config for group {group}." in out
+    described = tool(target, "kafka-configs", "--describe", *cfg)
+    dynamic = dict(re.findall(r"^\s+([a-z.]+)=(\S*) sensitive=false synonyms=\{DYNAMIC_GROUP_CONFIG", described, re.M))
+    assert dynamic == {"streams.num.standby.replicas": "1", "share.assignment.interval.ms": "2000",
+                       "consumer.assignor.offload.enable": "false"}, described
+    every = tool(target, "kafka-configs", "--describe", "--all", *cfg)
+    assert re.search(r"^\s+streams\.session\.timeout\.ms=45000 sensitive=false "
+                     r"synonyms=\{DEFAULT_CONFIG:group\.streams\.session\.timeout\.ms=45000\}", every, re.M), every
+    assert re.search(r"^\s+streams\.num\.standby\.replicas=1 sensitive=false synonyms=\{DYNAMIC_GROUP_CONFIG:"
+                     r"streams\.num\.standby\.replicas=1, DEFAULT_CONFIG:group\.streams\.num\.standby\.replicas=0\}",
+                     every, re.M), every
+    err = tool_fails(target, "kafka-configs", "--alter", *cfg, "--add-config", "streams.num.standby.replicas=3")
+    assert "streams.num.standby.replicas must be less than or equal to 2" in err, err
+
+
+@pytest.mark.compat(suite="admin", client="java-tools")
 def test_kafka_configs_describe_alter(target: Target) -> None:
     topic = unique("jt-configs")
     create(target, topic, 1, "--config", "retention.ms=7200000")

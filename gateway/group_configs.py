@@ -50,10 +50,12 @@ class GroupConfigDef:
     broker: str | None = None  # Kafka's broker synonym (GroupConfig.ALL_GROUP_CONFIG_SYNONYMS), the default
     field: tuple[str, str] | None = None  # ("group" | "share", attribute) holding the broker's value
     applied: bool = True  # False: accepted, stored and reported, no effect in Quire
+    internal: bool = False  # Kafka's defineInternal: described only when set (here or by its broker synonym)
 
 
 def _d(name: str, type_: ConfigType, default: str | None, doc: str, broker: str | None = None, *,
-       min: float | None = None, choices: tuple[str, ...] = (), applied: bool = True) -> GroupConfigDef:
+       min: float | None = None, choices: tuple[str, ...] = (), applied: bool = True,
+       internal: bool = False) -> GroupConfigDef:
     """A group config; its default is the broker setting `broker` (a group.* or quire.share.* setting,
     held in GroupConfig or ShareConfig under its name less the prefix) where it has one."""
     field = None
@@ -61,7 +63,7 @@ def _d(name: str, type_: ConfigType, default: str | None, doc: str, broker: str 
         if broker is not None and broker.startswith(prefix):
             field = (holder, broker.removeprefix(prefix).replace(".", "_"))
             break
-    return GroupConfigDef(name, type_, default, doc, choices, min, broker, field, applied)
+    return GroupConfigDef(name, type_, default, doc, choices, min, broker, field, applied, internal)
 
 
 _NO_EFFECT = " (accepted, stored and reported; no effect in Quire: {})"
@@ -84,7 +86,7 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
        "consumer group.", "group.consumer.assignment.interval.ms", min=0),
     _d("consumer.assignor.offload.enable", _T.BOOLEAN, "true", "Whether to offload consumer group assignment to "
        "a group coordinator background thread." + _NO_THREAD, "group.consumer.assignor.offload.enable",
-       applied=False),
+       applied=False, internal=True),
     _d("share.session.timeout.ms", _T.INT, "45000", "The timeout to detect client failures when using the share "
        "group protocol.", "group.share.session.timeout.ms", min=1),
     _d("share.heartbeat.interval.ms", _T.INT, "5000", "The heartbeat interval given to the members of a share "
@@ -104,7 +106,8 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
        "group." + _NO_EFFECT.format("a share group is assigned on the heartbeat that changes it"),
        "group.share.assignment.interval.ms", min=0, applied=False),
     _d("share.assignor.offload.enable", _T.BOOLEAN, "true", "Whether to offload share group assignment to a "
-       "group coordinator background thread." + _NO_THREAD, "group.share.assignor.offload.enable", applied=False),
+       "group coordinator background thread." + _NO_THREAD, "group.share.assignor.offload.enable", applied=False,
+       internal=True),
     _d("streams.session.timeout.ms", _T.INT, "45000", "The timeout to detect client failures when using the "
        "streams group protocol." + _NO_STREAMS, "group.streams.session.timeout.ms", min=1, applied=False),
     _d("streams.heartbeat.interval.ms", _T.INT, "5000", "The heartbeat interval given to the members."
@@ -117,17 +120,18 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
     _d("streams.assignment.interval.ms", _T.INT, "1000", "The interval between assignment updates for a streams "
        "group." + _NO_STREAMS, "group.streams.assignment.interval.ms", min=0, applied=False),
     _d("streams.assignor.offload.enable", _T.BOOLEAN, "true", "Whether to offload streams group assignment to a "
-       "group coordinator background thread." + _NO_STREAMS, "group.streams.assignor.offload.enable", applied=False),
+       "group coordinator background thread." + _NO_STREAMS, "group.streams.assignor.offload.enable", applied=False,
+       internal=True),
     _d("streams.task.offset.interval.ms", _T.INT, "60000", "The interval in which the warmup task changelog "
        "offsets on a client are updated on the broker." + _NO_STREAMS, "group.streams.task.offset.interval.ms",
-       min=1, applied=False),
+       min=1, applied=False, internal=True),
     _d("streams.num.warmup.replicas", _T.INT, "2", "The maximum number of warmup task replicas." + _NO_STREAMS,
-       "group.streams.num.warmup.replicas", min=0, applied=False),
+       "group.streams.num.warmup.replicas", min=0, applied=False, internal=True),
     _d(STREAMS_TAGS, _T.LIST, "", "List of client tag keys used to distribute standby replicas across Kafka "
        "Streams instances." + _NO_STREAMS, "group.streams.rack.aware.assignment.tags", applied=False),
     _d("streams.acceptable.recovery.lag", _T.LONG, "10000", "The maximum acceptable lag (number of offsets to "
        "catch up) for a client to be considered caught-up enough to receive an active task assignment."
-       + _NO_STREAMS, "group.streams.acceptable.recovery.lag", min=0, applied=False),
+       + _NO_STREAMS, "group.streams.acceptable.recovery.lag", min=0, applied=False, internal=True),
     _d(STREAMS_ASSIGNOR, _T.STRING, None, "The task assignor to use for this streams group, selected by short "
        "name from the assignors registered via the broker configuration group.streams.assignors." + _NO_STREAMS,
        "group.streams.assignors", applied=False),
@@ -317,23 +321,24 @@ def group_entries(overrides: Mapping[str, str], share: ShareConfig, group: Group
     """DescribeConfigs of the GROUP resource as Kafka 4.4 answers it (ConfigHelper): every group
     config, the group's value (source GROUP_CONFIG) or its broker synonym's (the broker setting's
     value: STATIC_BROKER_CONFIG when set, else DEFAULT_CONFIG), else the config's default; the
-    synonyms most specific first. `broker`: the settings the gateway resolved, with sources."""
+    synonyms most specific first; Kafka's internal ones only when set. `broker`: the settings the
+    gateway resolved, with sources."""
     set_ = {b.name for b in broker if b.source != ConfigSource.DEFAULT_CONFIG}
     static, default, dynamic = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG, \
         ConfigSource.DYNAMIC_GROUP_CONFIG
     out = []
     for name in sorted(GROUP_CONFIG_DEFS):
         d = GROUP_CONFIG_DEFS[name]
+        if d.internal and name not in overrides and d.broker not in set_:
+            continue
         syns: list[Synonym] = []
         value = d.default
         if d.broker is not None:
             broker_value = _broker_value(d, share, group)
             if d.broker in set_:
                 syns.append(Synonym(d.broker, broker_value, static))
-                # streams.assignor.name takes the first of group.streams.assignors when that is set
-                value = _list(broker_value or "")[0] if name == STREAMS_ASSIGNOR else broker_value
-            elif name != STREAMS_ASSIGNOR:
-                value = broker_value
+            # streams.assignor.name is the first of the group.streams.assignors list
+            value = next(iter(_list(broker_value or "")), None) if name == STREAMS_ASSIGNOR else broker_value
             syns.append(Synonym(d.broker, _broker_value(d, share, group, fresh=True), default))
         elif d.default is not None:
             syns.append(Synonym(name, d.default, default))

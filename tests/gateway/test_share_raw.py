@@ -314,6 +314,83 @@ def test_consumer_group_heartbeat_interval_group_config(module_standalone: Stand
     assert (hb.error_code, hb.heartbeat_interval_ms) == (0, 6000)
 
 
+def _set_group_configs(raw: Raw, group: str, configs: dict[str, str | None]) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs of a group: SET each value, DELETE each None."""
+    R = IncrementalAlterConfigsRequest
+    resp = raw.call(R(resources=[R.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+        R.AlterableConfig(name=k, config_operation=0 if v is not None else 1, value=v)
+        for k, v in configs.items()])]), 1)
+    return resp.responses[0].error_code, resp.responses[0].error_message
+
+
+def test_group_config_changes_reach_live_members(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """Altering consumer.heartbeat.interval.ms / share.heartbeat.interval.ms of a group with members
+    reaches each member's next heartbeat (the heartbeats read the group's configs from the
+    gateway's watched cache), and deleting it brings the broker's default back."""
+    topic = "raw-live-configs"
+    create_topic(module_standalone.bootstrap, topic)
+    cg, member = "cg-live", "y" * 22
+
+    def consumer_hb(epoch: int) -> tuple[int, int, int]:
+        hb = raw.call(ConsumerGroupHeartbeatRequest(
+            group_id=cg, member_id=member, member_epoch=epoch, rebalance_timeout_ms=30000,
+            subscribed_topic_names=[topic] if epoch == 0 else None, topic_partitions=[] if epoch == 0 else None), 1)
+        return hb.error_code, hb.member_epoch, hb.heartbeat_interval_ms
+
+    code, epoch, interval = consumer_hb(0)
+    assert (code, interval) == (0, 5000)
+    assert consumer_hb(epoch)[2] == 5000  # cached now
+    assert _set_group_configs(raw, cg, {"consumer.heartbeat.interval.ms": "7000",
+                                        "consumer.session.timeout.ms": "50000"}) == (0, None)
+    code, epoch, interval = consumer_hb(epoch)
+    assert (code, interval) == (0, 7000)
+    assert _set_group_configs(raw, cg, {"consumer.heartbeat.interval.ms": None}) == (0, None)
+    assert consumer_hb(epoch)[::2] == (0, 5000)
+
+    sg = "sg-live"
+    hb = raw.call(ShareGroupHeartbeatRequest(group_id=sg, member_id="m1", member_epoch=0,
+                                             subscribed_topic_names=[topic]), 1)
+    assert (hb.error_code, hb.heartbeat_interval_ms) == (0, 5000)
+    assert _set_group_configs(raw, sg, {"share.heartbeat.interval.ms": "8000"}) == (0, None)
+    hb = raw.call(ShareGroupHeartbeatRequest(group_id=sg, member_id="m1", member_epoch=hb.member_epoch), 1)
+    assert (hb.error_code, hb.heartbeat_interval_ms) == (0, 8000)
+
+
+def test_streams_and_assignment_group_configs(module_standalone: StandaloneGateway, raw: Raw) -> None:
+    """Kafka 4.4's streams.* and *.assignment.interval.ms / *.assignor.offload.enable group configs:
+    refused with Kafka's messages against the broker's group.streams.* limits, else stored and
+    described with their broker synonyms (Quire serves no streams groups: no effect)."""
+    group = "rg-streams"
+    for configs, message in (
+        ({"streams.num.standby.replicas": "3"}, "streams.num.standby.replicas must be less than or equal to 2"),
+        ({"streams.session.timeout.ms": "30000"},
+         "streams.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+        ({"streams.assignor.name": "foo"},
+         "streams.assignor.name 'foo' is not a registered task assignor. Registered assignors are: [sticky]."),
+        ({"share.assignment.interval.ms": "16000"},
+         "share.assignment.interval.ms must be in the range 0 to 15000 inclusive."),
+    ):
+        assert _set_group_configs(raw, group, dict(configs)) == (ErrorCode.INVALID_CONFIG, message)
+    assert _set_group_configs(raw, group, {"streams.num.standby.replicas": "1", "share.assignor.offload.enable": "false",
+                                           "streams.rack.aware.assignment.tags": "zone,rack"}) == (0, None)
+    DR = DescribeConfigsRequest.DescribeConfigsResource
+    desc = raw.call(DescribeConfigsRequest(include_synonyms=True, resources=[DR(
+        resource_type=32, resource_name=group, configuration_keys=[
+            "streams.num.standby.replicas", "share.assignor.offload.enable", "streams.rack.aware.assignment.tags",
+            "streams.initial.rebalance.delay.ms"])]), 4)
+    got = {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+           for c in desc.results[0].configs}
+    assert got == {
+        "streams.num.standby.replicas": ("1", 8, [("streams.num.standby.replicas", "1", 8),
+                                                  ("group.streams.num.standby.replicas", "0", 5)]),
+        "share.assignor.offload.enable": ("false", 8, [("share.assignor.offload.enable", "false", 8),
+                                                       ("group.share.assignor.offload.enable", "true", 5)]),
+        "streams.rack.aware.assignment.tags": ("zone,rack", 8, [("streams.rack.aware.assignment.tags", "zone,rack", 8),
+                                                                ("group.streams.rack.aware.assignment.tags", "", 5)]),
+        "streams.initial.rebalance.delay.ms": ("3000", 5, [("group.streams.initial.rebalance.delay.ms", "3000", 5)]),
+    }
+
+
 async def test_dead_letter_topic(module_standalone: StandaloneGateway, raw: Raw) -> None:
     """KIP-1191's group configs: a REJECTed record is copied to the dead-letter topic (created on
     demand) with Kafka's context headers, then archived; DescribeConfigs reports the configs."""

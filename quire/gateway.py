@@ -68,6 +68,7 @@ def build_config(r: st.Resolved, role: str, **fixed: Any) -> GatewayConfig:
                                ("quire.replication", f"{e}/{wq}/{aq}"))}
     try:
         GroupConfig(**kwargs["group"]).check()
+        kwargs["share"].check()
         return GatewayConfig(**kwargs, broker_settings=st.described(r, role, shown))
     except ValueError as err:
         raise st.SettingsError(str(err)) from None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coordinator.bounds import check_bounds
+
 OFFSETS_TOPIC = "__consumer_offsets"
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
@@ -63,21 +65,39 @@ class GroupConfig:
         return policy == "bidirectional" or policy == direction
 
     def check(self) -> None:
-        """Kafka's start-up checks of the consumer group protocol's settings (ValueError)."""
-        pairs = (
-            ("group.consumer.session.timeout.ms", self.consumer_session_timeout_ms,
-             "group.consumer.min.session.timeout.ms", self.consumer_min_session_timeout_ms,
-             "group.consumer.max.session.timeout.ms", self.consumer_max_session_timeout_ms),
-            ("group.consumer.heartbeat.interval.ms", self.consumer_heartbeat_interval_ms,
-             "group.consumer.min.heartbeat.interval.ms", self.consumer_min_heartbeat_interval_ms,
-             "group.consumer.max.heartbeat.interval.ms", self.consumer_max_heartbeat_interval_ms),
-        )
-        for name, value, lo_name, lo, hi_name, hi in pairs:
-            if value < lo:
-                raise ValueError(f"{name} must be greater than or equal to {lo_name}")
-            if value > hi:
-                raise ValueError(f"{name} must be less than or equal to {hi_name}")
+        """Kafka's start-up checks of the consumer and streams group settings (ValueError)."""
+        g = "group.consumer."
+        s = "group.streams."
+        check_bounds((
+            (g + "session.timeout.ms", self.consumer_session_timeout_ms,
+             g + "min.session.timeout.ms", self.consumer_min_session_timeout_ms,
+             g + "max.session.timeout.ms", self.consumer_max_session_timeout_ms),
+            (g + "heartbeat.interval.ms", self.consumer_heartbeat_interval_ms,
+             g + "min.heartbeat.interval.ms", self.consumer_min_heartbeat_interval_ms,
+             g + "max.heartbeat.interval.ms", self.consumer_max_heartbeat_interval_ms),
+            (g + "assignment.interval.ms", self.consumer_assignment_interval_ms,
+             g + "min.assignment.interval.ms", self.consumer_min_assignment_interval_ms,
+             g + "max.assignment.interval.ms", self.consumer_max_assignment_interval_ms),
+            (s + "session.timeout.ms", self.streams_session_timeout_ms,
+             s + "min.session.timeout.ms", self.streams_min_session_timeout_ms,
+             s + "max.session.timeout.ms", self.streams_max_session_timeout_ms),
+            (s + "heartbeat.interval.ms", self.streams_heartbeat_interval_ms,
+             s + "min.heartbeat.interval.ms", self.streams_min_heartbeat_interval_ms,
+             s + "max.heartbeat.interval.ms", self.streams_max_heartbeat_interval_ms),
+            (s + "num.standby.replicas", self.streams_num_standby_replicas,
+             None, None, s + "max.standby.replicas", self.streams_max_standby_replicas),
+            (s + "num.warmup.replicas", self.streams_num_warmup_replicas,
+             None, None, s + "max.warmup.replicas", self.streams_max_warmup_replicas),
+            (s + "assignment.interval.ms", self.streams_assignment_interval_ms,
+             s + "min.assignment.interval.ms", self.streams_min_assignment_interval_ms,
+             s + "max.assignment.interval.ms", self.streams_max_assignment_interval_ms),
+            (s + "task.offset.interval.ms", self.streams_task_offset_interval_ms,
+             s + "min.task.offset.interval.ms", self.streams_min_task_offset_interval_ms, None, None),
+        ))
         if self.consumer_migration_policy.lower() not in MIGRATION_POLICIES:
             raise ValueError(f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}")
-        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
-            raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        for kind, interval, session in (("consumer", self.consumer_heartbeat_interval_ms, self.consumer_session_timeout_ms),
+                                        ("streams", self.streams_heartbeat_interval_ms, self.streams_session_timeout_ms)):
+            if interval >= session:
+                raise ValueError(f"group.{kind}.heartbeat.interval.ms must be less than group.{kind}.session.timeout.ms")
+

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from coordinator.bounds import check_bounds
+
 SHARE_PROTOCOL_TYPE = "share"  # ListGroups' protocol and group type of a share group
 AUTO_OFFSET_RESET_LATEST, AUTO_OFFSET_RESET_EARLIEST = "latest", "earliest"
 BY_DURATION = "by_duration:"  # share.auto.offset.reset=by_duration:<ISO 8601 duration> (KIP-1106)
@@ -79,6 +81,20 @@ class ShareConfig:
     # Pulsar's Key_Shared (quire.share.mode=key_shared): records of one key go to one member at
     # a time and in offset order (see SharePartition.acquire).
     key_shared: bool = False
+
+    def check(self) -> None:
+        """Kafka's start-up checks of the share-group settings GroupCoordinatorConfig holds (ValueError)."""
+        p = "group.share."
+        check_bounds((
+            (p + "session.timeout.ms", self.session_timeout_ms, p + "min.session.timeout.ms",
+             self.min_session_timeout_ms, p + "max.session.timeout.ms", self.max_session_timeout_ms),
+            (p + "heartbeat.interval.ms", self.heartbeat_interval_ms, p + "min.heartbeat.interval.ms",
+             self.min_heartbeat_interval_ms, p + "max.heartbeat.interval.ms", self.max_heartbeat_interval_ms),
+            (p + "assignment.interval.ms", self.assignment_interval_ms, p + "min.assignment.interval.ms",
+             self.min_assignment_interval_ms, p + "max.assignment.interval.ms", self.max_assignment_interval_ms),
+        ))
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
 
     def redelivery_delay_ms(self, count: int) -> float:
         """The wait before a record delivered `count` times may be acquired again."""

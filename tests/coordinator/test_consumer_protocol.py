@@ -310,6 +310,25 @@ async def test_deferred_target_is_computed_when_the_interval_ends() -> None:
     c.unload()
 
 
+async def test_the_group_s_assignment_interval() -> None:
+    """consumer.assignment.interval.ms of the group (passed by the handler) over the setting: 0 here
+    computes b's target at once although the setting says 60 s; 2 s defers it that long."""
+    clock = FakeClock()
+    c = GroupCoordinator(0, MemoryShardLog(), dataclasses.replace(FAST, consumer_assignment_interval_ms=60000),
+                         clock=clock, topics=lambda: TOPICS)
+    await c.load()
+    await join(c, "a", assignment_interval_ms=0)
+    b = await join(c, "b", assignment_interval_ms=0)
+    cg = c.groups["g"].consumer
+    assert cg is not None and cg.assignment_epoch == cg.group_epoch == 3 and len(cg.targets["b"][T1]) == 2
+    assert b.error == 0
+    await join(c, "c", assignment_interval_ms=2000)
+    assert cg.state.value == "Assigning" and "c" not in cg.targets
+    await clock.advance(2.0)
+    assert cg.assignment_epoch == cg.group_epoch == 4 and "c" in cg.targets
+    c.unload()
+
+
 async def test_migration_policy_disabled_keeps_the_kinds_apart() -> None:
     c = await coordinator(MemoryShardLog(), dataclasses.replace(NOW, consumer_migration_policy="disabled"))
     j = await c.join(req(protocols=[("range", _sub())], client="a"))

@@ -4,6 +4,7 @@ properties syntax; unknown keys; the README's table is the settings table."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,16 @@ def test_inconsistent_consumer_group_settings_stop_the_start(tmp_path: Path) -> 
     cfg.write_text("group.consumer.min.session.timeout.ms=1000\ngroup.consumer.session.timeout.ms=4000\n")
     with pytest.raises(SettingsError, match=r"heartbeat\.interval\.ms must be less than"):
         build_config(resolve(GATEWAY, None, env={}, file=cfg), GATEWAY)
+    # Kafka 4.4's checks of the streams and share-group settings, in its words.
+    for text, message in (
+            ("group.streams.num.standby.replicas=3\n",
+             "group.streams.num.standby.replicas must be less than or equal to group.streams.max.standby.replicas"),
+            ("group.streams.min.session.timeout.ms=1000\ngroup.streams.session.timeout.ms=5000\n",
+             "group.streams.heartbeat.interval.ms must be less than group.streams.session.timeout.ms"),
+            ("group.share.assignment.interval.ms=16000\n",
+             "group.share.assignment.interval.ms must be less than or equal to group.share.max.assignment.interval.ms"),
+            ("group.consumer.assignment.interval.ms=16000\n", "group.consumer.assignment.interval.ms must be less "
+             "than or equal to group.consumer.max.assignment.interval.ms")):
+        cfg.write_text(text)
+        with pytest.raises(SettingsError, match=re.escape(message)):
+            build_config(resolve(GATEWAY, None, env={}, file=cfg), GATEWAY)

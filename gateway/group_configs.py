@@ -49,13 +49,11 @@ class GroupConfigDef:
     min: float | None = None  # Kafka's ConfigDef lower bound (the broker's limits come on top: limits())
     broker: str | None = None  # Kafka's broker synonym (GroupConfig.ALL_GROUP_CONFIG_SYNONYMS), the default
     field: tuple[str, str] | None = None  # ("group" | "share", attribute) holding the broker's value
-    applied: bool = True  # False: accepted, stored and reported, no effect in Quire
     internal: bool = False  # Kafka's defineInternal: described only when set (here or by its broker synonym)
 
 
 def _d(name: str, type_: ConfigType, default: str | None, doc: str, broker: str | None = None, *,
-       min: float | None = None, choices: tuple[str, ...] = (), applied: bool = True,
-       internal: bool = False) -> GroupConfigDef:
+       min: float | None = None, choices: tuple[str, ...] = (), internal: bool = False) -> GroupConfigDef:
     """A group config; its default is the broker setting `broker` (a group.* or quire.share.* setting,
     held in GroupConfig or ShareConfig under its name less the prefix) where it has one."""
     field = None
@@ -63,7 +61,7 @@ def _d(name: str, type_: ConfigType, default: str | None, doc: str, broker: str 
         if broker is not None and broker.startswith(prefix):
             field = (holder, broker.removeprefix(prefix).replace(".", "_"))
             break
-    return GroupConfigDef(name, type_, default, doc, choices, min, broker, field, applied, internal)
+    return GroupConfigDef(name, type_, default, doc, choices, min, broker, field, internal)
 
 
 _NO_EFFECT = " (accepted, stored and reported; no effect in Quire: {})"
@@ -85,8 +83,7 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
     _d("consumer.assignment.interval.ms", _T.INT, "1000", "The interval between assignment updates for a "
        "consumer group.", "group.consumer.assignment.interval.ms", min=0),
     _d("consumer.assignor.offload.enable", _T.BOOLEAN, "true", "Whether to offload consumer group assignment to "
-       "a group coordinator background thread." + _NO_THREAD, "group.consumer.assignor.offload.enable",
-       applied=False, internal=True),
+       "a group coordinator background thread." + _NO_THREAD, "group.consumer.assignor.offload.enable", internal=True),
     _d("share.session.timeout.ms", _T.INT, "45000", "The timeout to detect client failures when using the share "
        "group protocol.", "group.share.session.timeout.ms", min=1),
     _d("share.heartbeat.interval.ms", _T.INT, "5000", "The heartbeat interval given to the members of a share "
@@ -104,37 +101,37 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
     _d(RENEW_ACK, _T.BOOLEAN, "true", "Whether the renew acknowledge type is enabled for the share group."),
     _d("share.assignment.interval.ms", _T.INT, "1000", "The interval between assignment updates for a share "
        "group." + _NO_EFFECT.format("a share group is assigned on the heartbeat that changes it"),
-       "group.share.assignment.interval.ms", min=0, applied=False),
+       "group.share.assignment.interval.ms", min=0),
     _d("share.assignor.offload.enable", _T.BOOLEAN, "true", "Whether to offload share group assignment to a "
-       "group coordinator background thread." + _NO_THREAD, "group.share.assignor.offload.enable", applied=False,
+       "group coordinator background thread." + _NO_THREAD, "group.share.assignor.offload.enable",
        internal=True),
     _d("streams.session.timeout.ms", _T.INT, "45000", "The timeout to detect client failures when using the "
-       "streams group protocol." + _NO_STREAMS, "group.streams.session.timeout.ms", min=1, applied=False),
+       "streams group protocol." + _NO_STREAMS, "group.streams.session.timeout.ms", min=1),
     _d("streams.heartbeat.interval.ms", _T.INT, "5000", "The heartbeat interval given to the members."
-       + _NO_STREAMS, "group.streams.heartbeat.interval.ms", min=1, applied=False),
+       + _NO_STREAMS, "group.streams.heartbeat.interval.ms", min=1),
     _d("streams.num.standby.replicas", _T.INT, "0", "The number of standby replicas for each task." + _NO_STREAMS,
-       "group.streams.num.standby.replicas", min=0, applied=False),
+       "group.streams.num.standby.replicas", min=0),
     _d("streams.initial.rebalance.delay.ms", _T.INT, "3000", "The amount of time the group coordinator will wait "
        "for more streams clients to join a new group before performing the first rebalance." + _NO_STREAMS,
-       "group.streams.initial.rebalance.delay.ms", min=0, applied=False),
+       "group.streams.initial.rebalance.delay.ms", min=0),
     _d("streams.assignment.interval.ms", _T.INT, "1000", "The interval between assignment updates for a streams "
-       "group." + _NO_STREAMS, "group.streams.assignment.interval.ms", min=0, applied=False),
+       "group." + _NO_STREAMS, "group.streams.assignment.interval.ms", min=0),
     _d("streams.assignor.offload.enable", _T.BOOLEAN, "true", "Whether to offload streams group assignment to a "
-       "group coordinator background thread." + _NO_STREAMS, "group.streams.assignor.offload.enable", applied=False,
+       "group coordinator background thread." + _NO_STREAMS, "group.streams.assignor.offload.enable",
        internal=True),
     _d("streams.task.offset.interval.ms", _T.INT, "60000", "The interval in which the warmup task changelog "
        "offsets on a client are updated on the broker." + _NO_STREAMS, "group.streams.task.offset.interval.ms",
-       min=1, applied=False, internal=True),
+       min=1, internal=True),
     _d("streams.num.warmup.replicas", _T.INT, "2", "The maximum number of warmup task replicas." + _NO_STREAMS,
-       "group.streams.num.warmup.replicas", min=0, applied=False, internal=True),
+       "group.streams.num.warmup.replicas", min=0, internal=True),
     _d(STREAMS_TAGS, _T.LIST, "", "List of client tag keys used to distribute standby replicas across Kafka "
-       "Streams instances." + _NO_STREAMS, "group.streams.rack.aware.assignment.tags", applied=False),
+       "Streams instances." + _NO_STREAMS, "group.streams.rack.aware.assignment.tags"),
     _d("streams.acceptable.recovery.lag", _T.LONG, "10000", "The maximum acceptable lag (number of offsets to "
        "catch up) for a client to be considered caught-up enough to receive an active task assignment."
-       + _NO_STREAMS, "group.streams.acceptable.recovery.lag", min=0, applied=False, internal=True),
+       + _NO_STREAMS, "group.streams.acceptable.recovery.lag", min=0, internal=True),
     _d(STREAMS_ASSIGNOR, _T.STRING, None, "The task assignor to use for this streams group, selected by short "
        "name from the assignors registered via the broker configuration group.streams.assignors." + _NO_STREAMS,
-       "group.streams.assignors", applied=False),
+       "group.streams.assignors"),
     _d(DLQ_TOPIC, _T.STRING, "", "The name of the topic to be used as the dead-letter queue (DLQ) topic for this "
        "share group. If blank (the default), the group does not have a DLQ topic."),
     _d(DLQ_COPY_RECORD, _T.BOOLEAN, "false", "When writing onto the dead-letter queue topic, whether to copy the "

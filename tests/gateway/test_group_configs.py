@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -137,18 +136,26 @@ def test_describe_values_sources_and_synonyms() -> None:
 
 
 @pytest.fixture
-async def meta(tmp_path: Path) -> AsyncIterator[MetaStore]:
-    m = open_meta(f"embedded://{tmp_path / 'meta'}")
-    await m.start()
+async def stores(meta_url: str) -> AsyncIterator[tuple[MetaStore, MetaStore]]:
+    """(the cache's store, a writer's): on ZooKeeper another session (as another gateway's), on
+    the embedded store the same one (it serves one process)."""
+    reader = open_meta(meta_url)
+    await reader.start()
+    writer = open_meta(meta_url) if meta_url.startswith("zk://") else reader
+    if writer is not reader:
+        await writer.start()
     try:
-        yield m
+        yield reader, writer
     finally:
-        await m.close()
+        if writer is not reader:
+            await writer.close()
+        await reader.close()
 
 
-async def test_cache_reads_once_and_follows_changes(meta: MetaStore) -> None:
+async def test_cache_reads_once_and_follows_changes(stores: tuple[MetaStore, MetaStore]) -> None:
     """A group's configs are read from the metadata store once, then served from memory until
-    its node changes (a watch), including when another writer creates or deletes it."""
+    its node changes (a watch), when another writer creates, changes or deletes it."""
+    meta, writer = stores
     reads = 0
     get, exists = meta.get, meta.exists
 
@@ -170,7 +177,7 @@ async def test_cache_reads_once_and_follows_changes(meta: MetaStore) -> None:
         assert await cache.get("g") == {}
     assert reads == before  # served from memory
 
-    await write_group_configs(meta, "g", {"consumer.heartbeat.interval.ms": "7000"}, -1)
+    await write_group_configs(writer, "g", {"consumer.heartbeat.interval.ms": "7000"}, -1)
 
     async def sees(expected: dict[str, str]) -> bool:
         return dict(await cache.get("g")) == expected
@@ -179,5 +186,7 @@ async def test_cache_reads_once_and_follows_changes(meta: MetaStore) -> None:
     before = reads
     assert dict(await cache.get("g")) == {"consumer.heartbeat.interval.ms": "7000"}
     assert reads == before
-    await meta.delete("/kafka/group-configs/" + b"g".hex())
+    await write_group_configs(writer, "g", {"consumer.heartbeat.interval.ms": "8000"}, 0)
+    await eventually(lambda: sees({"consumer.heartbeat.interval.ms": "8000"}), what="the changed configs")
+    await writer.delete("/kafka/group-configs/" + b"g".hex())
     await eventually(lambda: sees({}), what="the deletion")

@@ -170,7 +170,7 @@ async def test_cache_reads_once_and_follows_changes(stores: tuple[MetaStore, Met
         return await exists(*a, **k)  # type: ignore[arg-type]
 
     cache = GroupConfigCache(meta)
-    meta.get, meta.exists = counting_get, counting_exists  # type: ignore[method-assign]
+    meta.get, meta.exists = counting_get, counting_exists  # type: ignore[method-assign,assignment]
     assert await cache.get("g") == {}
     before = reads
     for _ in range(5):

@@ -5,6 +5,7 @@ and share-partitions read them through the watched GroupConfigCache."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from store.meta.api import BadVersionError, NodeExistsError, NoNodeError
 if TYPE_CHECKING:
     from gateway.config import BrokerSetting
     from store.meta.api import MetaStore, WatchEvent
+
+log = logging.getLogger(__name__)
 
 GROUP_CONFIGS_PATH = "/kafka/group-configs"
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"  # KIP-1191, as Kafka 4.4 names them
@@ -300,6 +303,27 @@ def validate(configs: Mapping[str, str], share: ShareConfig, group: GroupConfig)
     return None
 
 
+def evaluate(overrides: Mapping[str, str], group_id: str, bounds: Mapping[str, Bound]) -> dict[str, str]:
+    """The group's configs as they take effect (Kafka 4.4's GroupConfig.evaluate): a value the
+    broker's limits (`bounds`: limits()) no longer allow, as they changed since it was set, is
+    capped to the nearest one, with Kafka's warning."""
+    out = dict(overrides)
+    for name, (lo, hi) in bounds.items():
+        text = out.get(name)
+        if text is None or not _INTEGER.fullmatch(text.strip()):
+            continue
+        n = int(text)
+        if lo is not None and n < lo:
+            log.warning("The group config '%s' for group '%s' has value %d which is below the broker's allowed "
+                        "minimum %d. The effective value will be capped to %d.", name, group_id, n, lo, lo)
+            out[name] = str(lo)
+        elif hi is not None and n > hi:
+            log.warning("The group config '%s' for group '%s' has value %d which exceeds the broker's allowed "
+                        "maximum %d. The effective value will be capped to %d.", name, group_id, n, hi, hi)
+            out[name] = str(hi)
+    return out
+
+
 def _text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
@@ -351,14 +375,15 @@ class GroupConfigCache:
     it is unchanged: ConsumerGroupHeartbeat, ShareGroupHeartbeat and share-partitions opening read
     them without a metadata read, and an alteration (here or on another gateway) reaches them."""
 
-    def __init__(self, meta: MetaStore) -> None:
+    def __init__(self, meta: MetaStore, bounds: Mapping[str, Bound]) -> None:
         self._meta = meta
+        self._bounds = bounds  # limits(): the overrides are served as evaluate() makes them
         self._cache: dict[str, dict[str, str]] = {}
         self._watched: set[str] = set()  # groups with a watch outstanding on their node
         self._changes = 0  # bumped by every watch event: a read it overlaps is not cached
 
     async def get(self, group_id: str) -> Mapping[str, str]:
-        """The group's overrides (a mapping the caller must not change)."""
+        """The group's overrides as they take effect (evaluate(); a mapping the caller must not change)."""
         found = self._cache.get(group_id)
         if found is not None:
             return found
@@ -368,7 +393,8 @@ class GroupConfigCache:
         self._watched.add(group_id)
         try:
             stat = await self._meta.exists(path_of(group_id), watch=self._on_event if arm else None)
-            configs = {} if stat is None else (await read_group_configs(self._meta, group_id))[0]
+            configs = {} if stat is None else evaluate(
+                (await read_group_configs(self._meta, group_id))[0], group_id, self._bounds)
         except BaseException:
             if arm:
                 self._watched.discard(group_id)

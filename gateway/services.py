@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from gateway.dead_letters import DeadLetterSink
 from gateway.fetch_sessions import FetchSessionCache
-from gateway.group_configs import GroupConfigCache
-from gateway.groups import GroupCoordinators
+from gateway.group_configs import GroupConfigCache, limits
+from gateway.groups import GroupCoordinators, group_config
 from gateway.shares import SharePartitions
 from gateway.txns import TxnCoordinators
 from kafka_log.txn import TxnVerifier, accept_all
@@ -82,5 +82,5 @@ class GatewayServices:
     def group_config_cache(self) -> GroupConfigCache:
         """The process's watched cache of group configs (gateway/group_configs.py), made on first use."""
         if self.group_configs is None:
-            self.group_configs = GroupConfigCache(self.meta)
+            self.group_configs = GroupConfigCache(self.meta, limits(self.config.share, group_config(self)))
         return self.group_configs

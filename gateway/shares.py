@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from coordinator.group.config import GroupConfig
 from coordinator.share.config import AUTO_OFFSET_RESET_EARLIEST, MODE_KEY_SHARED, ShareConfig, by_duration_ms
 from coordinator.share.dead_letters import SourceRecord, drain
 from coordinator.share.partition import (
@@ -35,6 +36,7 @@ from gateway.group_configs import (
     RENEW_ACK,
     SHARE_MODE,
     GroupConfigCache,
+    limits,
 )
 from gateway.partition.lookup import TopicCache
 from gateway.share_offsets import DELETED, SharePublisher, clear_resets, read_resets, reset_key, stats_of
@@ -129,7 +131,7 @@ class SharePartitions:
                  group_configs: GroupConfigCache | None = None) -> None:
         self.config = config
         self.meta = meta
-        self.group_configs = group_configs or GroupConfigCache(meta)
+        self.group_configs = group_configs or GroupConfigCache(meta, limits(config, GroupConfig()))
         self.dead_letters = dead_letters
         self._entries: dict[tuple[str, uuid.UUID, int], _Entry] = {}
         self._locks: dict[tuple[str, uuid.UUID, int], asyncio.Lock] = {}

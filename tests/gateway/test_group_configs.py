@@ -15,7 +15,9 @@ from gateway.config import BrokerSetting
 from gateway.group_configs import (
     GROUP_CONFIG_DEFS,
     GroupConfigCache,
+    evaluate,
     group_entries,
+    limits,
     validate,
     write_group_configs,
 )
@@ -96,6 +98,18 @@ def test_session_must_exceed_heartbeat_with_the_broker_defaults() -> None:
         assert validate({f"{kind}.session.timeout.ms": "5001"}, s, g) is None
 
 
+def test_values_past_changed_broker_limits_are_capped() -> None:
+    """Kafka 4.4's GroupConfig.evaluate: a value set when the broker allowed it, outside the
+    broker's limits now, takes effect capped to the nearest limit; the others are left alone."""
+    g = dataclasses.replace(G, consumer_max_heartbeat_interval_ms=8000)
+    s = dataclasses.replace(S, min_record_lock_duration_ms=20000)
+    stored = {"consumer.heartbeat.interval.ms": "12000", "share.record.lock.duration.ms": "15000",
+              "share.heartbeat.interval.ms": "6000", "share.isolation.level": "read_committed"}
+    assert evaluate(stored, "g", limits(s, g)) == {
+        "consumer.heartbeat.interval.ms": "8000", "share.record.lock.duration.ms": "20000",
+        "share.heartbeat.interval.ms": "6000", "share.isolation.level": "read_committed"}
+
+
 def test_every_broker_synonym_is_a_setting_with_a_field() -> None:
     """Each group config's broker synonym is one of Quire's settings (quire/settings.py), its
     value held by the GroupConfig or ShareConfig field the config's default is read from."""
@@ -169,7 +183,7 @@ async def test_cache_reads_once_and_follows_changes(stores: tuple[MetaStore, Met
         reads += 1
         return await exists(*a, **k)  # type: ignore[arg-type]
 
-    cache = GroupConfigCache(meta)
+    cache = GroupConfigCache(meta, limits(S, G))
     meta.get, meta.exists = counting_get, counting_exists  # type: ignore[method-assign,assignment]
     assert await cache.get("g") == {}
     before = reads

@@ -23,6 +23,7 @@ from typing import NamedTuple, Protocol
 
 from kafka_wire.errors import ErrorCode
 from kafka_wire.records import RecordBatch, read_end_txn_marker
+from kafka_wire.records.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
 
 P_ABORTED = "k.aborted"  # ledger property: "pid,first,last,lso;..." of the aborts marked in it
 L_ABORTED = "kafka.aborted"  # log property: "ledger,pid,first,last,lso;..." not yet in ledger props
@@ -132,17 +133,19 @@ class AbortedFilter:
         self.active: set[int] = set()
 
     def skip(self, b: RecordBatch) -> bool:
-        pid = b.producer_id
+        """Whether `b`, the next batch read, holds nothing for a read_committed consumer."""
+        base, _, _, _, _, attributes, last_delta, _, _, pid, _, _, count = b.header()  # one unpack: hot path
+        transactional = bool(attributes & ATTR_TRANSACTIONAL)
         if pid >= 0:  # a marker too: a read starting at one closes a transaction begun before it
-            while self.pending and self.pending[0][0] <= b.last_offset:
+            while self.pending and self.pending[0][0] <= base + last_delta:
                 self.active.add(heapq.heappop(self.pending)[1])
-        if b.is_control:
-            if b.is_transactional and b.record_count:
+        if attributes & ATTR_CONTROL:
+            if transactional and count:
                 marker = read_end_txn_marker(b)
                 if marker is not None and not marker.commit:
                     self.active.discard(pid)
             return True
-        return b.is_transactional and pid in self.active
+        return transactional and pid in self.active
 
     def keep(self, batches: Iterable[bytes | memoryview]) -> list[bytes | memoryview]:
         """The stored batches a read_committed consumer gets records from, in order."""

@@ -27,9 +27,11 @@ from gateway.shares import (
     persist_acknowledged,
     release_session,
 )
+from kafka_log.txn import AbortedFilter
 from kafka_log.view import batch_offsets
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+from kafka_wire.records import BATCH_OVERHEAD, RecordBatch
 
 if TYPE_CHECKING:
     from coordinator.share.partition import SharePartition
@@ -39,12 +41,6 @@ Resp = ShareFetchResponse
 log = logging.getLogger(__name__)
 DEFAULT_MAX_RECORDS = 500
 READ_CHUNK = 1 << 20  # a share fetch's first read of a partition, doubling while records are wanted
-_BATCH_HEADER = 61
-_LEN_AT = 8
-_ATTRIBUTES_AT = 21  # v2 batch header: base offset 8, length 4, epoch 4, magic 1, crc 4
-_CONTROL_BIT = 0x20
-_TRANSACTIONAL_BIT = 0x10
-_PRODUCER_ID_AT = 43  # ... attributes 2, last offset delta 4, base and max timestamps 16
 
 
 def _no_leader() -> Resp.LeaderIdAndEpoch:
@@ -55,27 +51,18 @@ def _whole_batches(
     bufs: Sequence[bytes | memoryview], aborted: list[tuple[int, int]] | None = None
 ) -> tuple[list[tuple[int, int, bytes | memoryview]], frozenset[int]]:
     """(base, last offset, bytes) of every complete batch read (a cut-off last one is dropped),
-    and the base offsets of those holding nothing for a consumer, from the batch headers:
-    control batches, and with `aborted` ((producer id, first offset) of the aborted transactions
-    the read overlaps, as read_committed gives them) the batches of those transactions, found
-    as Kafka's consumer finds them."""
+    and the base offsets of those holding nothing for a consumer: control batches, and with
+    `aborted` (read_committed's aborted transactions the read overlaps) those transactions'
+    batches, as AbortedFilter decides."""
     out = []
     skip = set()
-    pending = sorted(aborted or [], key=lambda a: a[1])
-    active: set[int] = set()
+    aborts = AbortedFilter(aborted or ())
     for b in bufs:
-        if len(b) < _BATCH_HEADER or len(b) < 12 + int.from_bytes(bytes(b[_LEN_AT:_LEN_AT + 4]), "big"):
+        if len(b) < BATCH_OVERHEAD or len(b) < (batch := RecordBatch(b)).size:
             break
         base, last = batch_offsets(b)
         out.append((base, last, b))
-        attributes = int.from_bytes(bytes(b[_ATTRIBUTES_AT:_ATTRIBUTES_AT + 2]), "big")
-        pid = int.from_bytes(bytes(b[_PRODUCER_ID_AT:_PRODUCER_ID_AT + 8]), "big", signed=True)
-        while pending and pending[0][1] <= last:
-            active.add(pending.pop(0)[0])
-        if attributes & _CONTROL_BIT:
-            skip.add(base)
-            active.discard(pid)  # the marker ends its transaction
-        elif attributes & _TRANSACTIONAL_BIT and pid in active:
+        if aborts.skip(batch):
             skip.add(base)
     return out, frozenset(skip)
 

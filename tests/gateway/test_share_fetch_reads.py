@@ -1,5 +1,6 @@
 """How much of the log a share fetch reads (gateway/handlers/share_fetch.py): growing chunks from
-the share-partition's fetch start, never the request's max_bytes (up to 50 MB) at once."""
+the share-partition's fetch start, never the request's max_bytes (up to 50 MB) at once; which
+batches read hold nothing for a consumer (markers, aborted transactions)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from coordinator.share.config import ShareConfig
 from coordinator.share.partition import AckType, SharePartition
 from gateway.handlers import share_fetch
 from kafka_wire.records.builder import NewRecord, build_batch
+from tests.kafka_log.test_txn import LOG as TXN_LOG
+from tests.kafka_log.test_txn import A
 from tests.support.clock import FakeClock
 
 PER_BATCH, BATCHES = 10, 400
@@ -76,3 +79,20 @@ async def test_records_past_what_others_hold_are_read_in_further_chunks(monkeypa
     assert await share_fetch._read_and_acquire(log, sp, "c", 30, small, False) == ([], [], False)  # type: ignore[arg-type]
     _, runs, _ = await share_fetch._read_and_acquire(log, sp, "c", 10, small, True)  # type: ignore[arg-type]
     assert runs == [(80, 89, 1)] and log.read_bytes == len(log.batches[0])
+
+
+def test_whole_batches_skip_markers_and_aborted_transactions() -> None:
+    # A aborts [0, 3] (marker 3), B commits [1, 4] (marker 4), A commits [5, 7] (marker 7)
+    aborted = [(A, 0)]
+    found, skip = share_fetch._whole_batches(TXN_LOG, aborted)
+    assert [(f, la) for f, la, _ in found] == [(i, i) for i in range(8)]
+    assert skip == {0, 2, 3, 4, 7}  # as a read_committed consumer: records at 1, 5 and 6
+    assert share_fetch._whole_batches(TXN_LOG, None)[1] == {3, 4, 7}  # read_uncommitted: markers only
+    # a read starting inside the aborted transaction (at its marker) keeps A's next transaction
+    assert share_fetch._whole_batches(TXN_LOG[2:], aborted)[1] == {2, 3, 4, 7}
+    assert share_fetch._whole_batches(TXN_LOG[3:], aborted)[1] == {3, 4, 7}
+    # a batch cut off by the read's byte limit ends what was found
+    cut = [*TXN_LOG[:5], memoryview(TXN_LOG[5])[:-1], TXN_LOG[6]]
+    found, skip = share_fetch._whole_batches(cut, aborted)
+    assert [f for f, _, _ in found] == [0, 1, 2, 3, 4] and skip == {0, 2, 3, 4}
+    assert share_fetch._whole_batches([memoryview(TXN_LOG[0])[:60]], aborted) == ([], frozenset())

@@ -13,8 +13,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from gateway import paths
-from gateway.cluster.inspect import topics as list_topics
-from gateway.topics.registry import TopicInfo
+from gateway.topics.registry import TopicInfo, read_topics
 from kafka_log.index import P_MAXTS, LedgerIndex, OffsetIndex
 from kafka_log.keys import L_START
 from kafka_log.view import KafkaLogView, batch_offsets, log_end_offset, scan
@@ -162,7 +161,7 @@ class Quire:
 
     async def topic_partitions(self, opts: SourceOptions) -> list[tuple[TopicInfo, int]]:
         """The partitions a query reads (subscribe / subscribePattern / assign), in order."""
-        by_name = {t.name: t for t in await list_topics(self.meta)}
+        by_name = {t.name: t for t in await read_topics(self.meta)}
         if opts.assign is not None:
             out = []
             for topic, p in opts.assign:

@@ -10,10 +10,10 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from quire import settings as st
-from store.offload import OffloadSettings
+if TYPE_CHECKING:
+    from store.offload import OffloadSettings
 
 EARLIEST = -2  # Spark's (and Kafka's ListOffsets') sentinels in per-partition JSON
 LATEST = -1
@@ -68,6 +68,10 @@ def offload(opts: Mapping[str, str]) -> OffloadSettings | None:
     """The offload tier of options named as the settings (`quire.offload.driver`, ...), over
     `quire.config`'s file and QUIRE_OFFLOAD_*, defaulting as `quire admin` does: the fs tier
     under the data dir when `quire.meta` is one; None when offload is off."""
+    # Imported here: quire.settings pulls in every component's config (~0.2 s), which Spark's
+    # Python workers that only unpickle a reader (the tasks) do not need.
+    from quire import settings as st
+
     given = {k: v for k, v in opts.items() if k.startswith("quire.offload.")}
     meta = opts.get("quire.meta", "").strip()
     data_dir = None if meta.startswith(("zk://", "embedded://")) or not meta else os.path.abspath(meta)

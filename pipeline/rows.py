@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from aiokafka.record.default_records import DefaultRecordBatch as _CBatch
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -29,6 +29,9 @@ from kafka_wire.records.batch import (
     OFF_ATTRIBUTES,
     OFF_LENGTH,
 )
+
+if TYPE_CHECKING:
+    from aiokafka.record.default_records import DefaultRecordBatch as _CBatch
 
 _LENGTH = struct.Struct(">i")
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
@@ -59,6 +62,8 @@ def _decompressed(data: bytes | memoryview) -> _CBatch:
     """A compressed batch for aiokafka's compiled record decoder: its records decompressed here
     (kafka_wire's codecs and size bound) behind the same header, the compression bits cleared
     (the CRC is not checked again: bookies hold what was validated)."""
+    from aiokafka.record.default_records import DefaultRecordBatch as _CBatch
+
     b = RecordBatch(data)
     body = b.records_bytes()
     head = bytearray(b.memoryview()[:BATCH_OVERHEAD])
@@ -74,6 +79,10 @@ def to_arrow(
     as a consumer does), decompressed, in `schema`'s columns. Records are decoded by aiokafka's
     compiled decoder (10x the pure-Python one), which also reads the batch headers (kafka_wire's
     RecordBatch only for compressed ones); timestampType, constant per batch, is kept as runs."""
+    # Imported here: importing aiokafka loads its whole client (~0.07 s CPU), which Spark's
+    # planning workers (schema, partitions) never use.
+    from aiokafka.record.default_records import DefaultRecordBatch as _CBatch
+
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     offsets: list[int] = []

@@ -2,8 +2,3 @@
 (beside coordinator/group/, same shard, ownership and log), and the state of one share-partition
 (acquisition locks, delivery counts, acknowledgements) kept on a managed-log cursor by the
 partition's owner."""
-
-from coordinator.share.config import ShareConfig
-from coordinator.share.group import ShareGroup, ShareMember
-
-__all__ = ["ShareConfig", "ShareGroup", "ShareMember"]

@@ -22,6 +22,7 @@ from gateway.cluster.membership import GatewayNode
 from gateway.partition.epochs import EpochHistory
 from gateway.share_offsets import published_partitions, read_partition_states
 from gateway.topics.registry import TopicInfo
+from gateway.topics.registry import read_topics as topics
 from kafka_log.index import P_FIRST, P_NEXT
 from kafka_log.keys import L_EPOCH, L_EPOCHS, L_START
 from kafka_log.view import batch_offsets, scan, stored_end_offset
@@ -71,15 +72,6 @@ async def gateways(meta: MetaStore) -> list[GatewayNode]:
         if data is not None:
             out.append(GatewayNode.from_bytes(data))
     return sorted(out, key=lambda n: n.node_id)
-
-
-async def topics(meta: MetaStore) -> list[TopicInfo]:
-    out = []
-    for name in await _children(meta, paths.TOPICS):
-        data = await _get(meta, paths.topic(name))
-        if data is not None:
-            out.append(TopicInfo.from_bytes(name, data))
-    return sorted(out, key=lambda t: t.name)
 
 
 async def owners(meta: MetaStore, topic_id: uuid.UUID) -> dict[int, int]:

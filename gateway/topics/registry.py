@@ -87,6 +87,23 @@ class TopicInfo:
                    preferred=tuple(tuple(int(b) for b in r) for r in doc.get("preferred", ())))
 
 
+async def read_topics(meta: MetaStore) -> list[TopicInfo]:
+    """Every topic in the metadata store by name, read once without watches (readers outside a
+    gateway: `quire admin`, the Spark source)."""
+    try:
+        names = await meta.children(paths.TOPICS)
+    except NoNodeError:
+        return []
+    out = []
+    for name in names:
+        try:
+            data, _ = await meta.get(paths.topic(name))
+        except NoNodeError:
+            continue  # deleted since listed
+        out.append(TopicInfo.from_bytes(name, data))
+    return sorted(out, key=lambda t: t.name)
+
+
 def _err(code: ErrorCode, msg: str) -> KafkaApiError:
     return KafkaApiError(int(code), msg)
 

@@ -1,11 +1,13 @@
 """Planning of the `quire` data source without Spark: input partitions per ledger from offset
 ranges (indexed and unindexed ledgers), timestamp pruning, maxOffsetsPerTrigger shares,
-pushed-down filters, and option parsing."""
+pushed-down filters, option parsing, and what a Spark worker imports."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,14 @@ def test_offload_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         parse({"quire.meta": "/d", "subscribe": "a", "quire.offload.nope": "1"}, streaming=False)
     with pytest.raises(OptionError, match=r"quire\.offload\.driver"):
         parse({"quire.meta": "/d", "subscribe": "a", "quire.offload.driver": "ftp"}, streaming=False)
+
+
+def test_spark_workers_import_only_what_the_source_needs() -> None:
+    """Spark runs planning (schema, reader, partitions) and tasks in short-lived Python workers
+    that import pipeline.source; quire's settings, the coordinators, the admin snapshots and
+    aiokafka's client are imported only where used (parsing the offload options, decoding)."""
+    code = ("import sys, pipeline.source; print(' '.join(m for m in sys.modules if m == 'aiokafka'"
+            " or m.split('.')[0] in ('quire', 'coordinator') or m.startswith('gateway.cluster')))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env)
+    assert loaded.stdout.split() == []

@@ -6,6 +6,7 @@ rest of the job (admin, group offsets, verification), so this knows only what th
 
 from __future__ import annotations
 
+import collections
 import socket
 import struct
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ FETCH_V, LIST_OFFSETS_V, METADATA_V = 12, 7, 12  # topic names, flexible; served
 READ_COMMITTED = 1
 LATEST, EARLIEST = -1, -2
 TIMEOUT_S = 60.0
+IMPORT_TIMEOUT_MS = 60_000
 _SIZE = struct.Struct(">i")
 
 
@@ -58,6 +60,7 @@ class Connection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self._corr = 0
+        self._sent: collections.deque[tuple[int, int, int]] = collections.deque()  # (corr, api key, version)
 
     def close(self) -> None:
         self.sock.close()
@@ -69,15 +72,33 @@ class Connection:
         self.close()
 
     def request(self, api_key: int, version: int, body: Any, tags: TaggedFields = ()) -> Any:
+        if self._sent:
+            raise RuntimeError(f"{self.address}: {len(self._sent)} pipelined requests unanswered")
+        self.send(api_key, version, body, tags)
+        return self.receive()
+
+    def send(self, api_key: int, version: int, body: Any, tags: TaggedFields = ()) -> None:
+        """Send a request without waiting for its answer (Kafka's pipelining: the server
+        applies a connection's requests in order and answers them in order); `receive` the
+        answers in the order sent."""
         self._corr += 1
         header = RequestHeader(api_key=api_key, api_version=version, correlation_id=self._corr,
                                client_id=self.client_id, unknown_tagged_fields=tags)
         self.sock.sendall(encode_request(header, body))
+        self._sent.append((self._corr, api_key, version))
+
+    def receive(self) -> Any:
+        """The answer to the oldest request sent and not yet received."""
+        want, api_key, version = self._sent.popleft()
         size = _SIZE.unpack(self._recv(4))[0]
         corr, resp = decode_response(api_key, version, self._recv(size))
-        if corr != self._corr:
-            raise ConnectionError(f"{self.address}: correlation id {corr}, expected {self._corr}")
+        if corr != want:
+            raise ConnectionError(f"{self.address}: correlation id {corr}, expected {want}")
         return resp
+
+    @property
+    def unanswered(self) -> int:
+        return len(self._sent)
 
     def _recv(self, n: int) -> bytes:
         buf = bytearray(n)
@@ -134,14 +155,24 @@ class Connection:
             raise KafkaError(p.error_code, f"list offsets of {topic}-{partition}")
         return int(p.offset)
 
-    def import_batches(self, topic: str, partition: int, records: bytes | bytearray, timeout_ms: int = 60_000) -> int:
+    def import_batches(self, topic: str, partition: int, records: bytes | bytearray | memoryview,
+                       timeout_ms: int = IMPORT_TIMEOUT_MS, *, expected_end: int | None = None) -> int:
         """Append batches at their own offsets on the partition's Quire owner; returns the last
         batch's base offset once the ack quorum has it."""
+        self.send_import(topic, partition, records, timeout_ms, expected_end=expected_end)
+        return self.receive_import(topic, partition)
+
+    def send_import(self, topic: str, partition: int, records: bytes | bytearray | memoryview,
+                    timeout_ms: int = IMPORT_TIMEOUT_MS, *, expected_end: int | None = None) -> None:
+        """Send an import without waiting (`receive_import` its answer): with `expected_end`,
+        it applies only where the partition's log then ends there (gateway/imports.py)."""
         req = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=timeout_ms, topic_data=[
             ProduceRequest.TopicProduceData(name=topic, partition_data=[
                 ProduceRequest.PartitionProduceData(index=partition, records=records)])])
-        resp = self.request(PRODUCE, IMPORT_MIN_PRODUCE_VERSION, req, import_tags())
-        p = resp.responses[0].partition_responses[0]
+        self.send(PRODUCE, IMPORT_MIN_PRODUCE_VERSION, req, import_tags(expected_end))
+
+    def receive_import(self, topic: str, partition: int) -> int:
+        p = self.receive().responses[0].partition_responses[0]
         if p.error_code:
             raise KafkaError(p.error_code, f"import into {topic}-{partition}", p.error_message)
         return int(p.base_offset)

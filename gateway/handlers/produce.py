@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.context import RequestContext
 from gateway.dispatch import CloseConnection
 from gateway.errors import KafkaApiError, RecordValidationError
-from gateway.imports import IMPORT_DISABLED, is_import
+from gateway.imports import IMPORT_DISABLED, import_expected_end, is_import
 from gateway.metrics import bytes_in, produce_answered
 from gateway.partition.log import AppendResult, PartitionLog
 from gateway.partition.lookup import TopicCache, leader_hint
@@ -172,6 +172,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
     except DecodeError as e:
         raise CloseConnection(f"bad Produce request: {e}") from None
     importing = is_import(ctx.header_tags)
+    expected_end = import_expected_end(ctx.header_tags) if importing else None
     topics = TopicCache(ctx.services.topics, ctx.services.partitions)
     # (topic key, partition index) -> settled response or pending append
     slots: list[tuple[str | uuid.UUID, int, PartitionResponse | asyncio.Future[AppendResult]]] = []
@@ -193,7 +194,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
             info, plog = await topics.log(topic, index)
             plog.update_topic(info)
             if importing:
-                slots.append((topic, index, plog.import_batches(records)))
+                slots.append((topic, index, plog.import_batches(records, expected_end=expected_end)))
                 continue
         except KafkaApiError as e:
             slots.append((topic, index, _error(index, _topic_error(e.error_code, version), e.message)))

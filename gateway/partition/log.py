@@ -393,14 +393,20 @@ class PartitionLog(PartitionFetch):
         fut.add_done_callback(functools.partial(self._on_confirmed, base, base + 1, now, -1, out, op))
         return out
 
-    def import_batches(self, records: memoryview | bytearray | None) -> asyncio.Future[AppendResult]:
+    def import_batches(self, records: memoryview | bytearray | None, *,
+                       expected_end: int | None = None) -> asyncio.Future[AppendResult]:
         """Append batches copied from another cluster at their own offsets (gateway/imports.py):
         each batch is one entry keeping its base offset, timestamps and timestamp type; the
         offsets between batches stay gaps. Refused (OFFSET_OUT_OF_RANGE) below the current
-        end, and for transactional, control or idempotent batches (the importer clears
-        producer identities: they would collide with this cluster's). Resolves with the last
-        batch's base offset once the ack quorum has it (and so every one before it)."""
+        end, unless the log ends at `expected_end` (when given: the importer pipelines, so a
+        refused import must not let the next land beyond its hole), and for transactional,
+        control or idempotent batches (the importer clears producer identities: they would
+        collide with this cluster's). Resolves with the last batch's base offset once the ack
+        quorum has it (and so every one before it)."""
         self._check_serving()
+        if expected_end is not None and expected_end != self._next:
+            raise KafkaApiError(int(ErrorCode.OFFSET_OUT_OF_RANGE),
+                                f"import expected the log to end at {expected_end}, it ends at {self._next}")
         if not records:
             raise KafkaApiError(int(ErrorCode.INVALID_RECORD), "an import needs at least one record batch")
         try:

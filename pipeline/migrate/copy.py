@@ -7,7 +7,12 @@ offsets untouched, no record decoded), read_committed: aborted transactions' bat
 out, so the offsets they held stay gaps, as compaction's do, and each transaction marker
 becomes an empty batch over its offset (see `placeholder`).
 Producer ids are cleared (with the transactional flag; the CRC recomputed): they mean nothing in
-Quire and would collide with the ids its own producers get."""
+Quire and would collide with the ids its own producers get.
+
+Imports are pipelined: up to IMPORT_WINDOW requests in flight on the owner's connection while the
+task fetches on, so the owner's quorum writes overlap the task's fetching and sending. Each import
+applies only where the one before it ended (gateway/imports.py): once one is refused, every later
+one is too, so nothing lands beyond a hole; a retried task resumes from the partition's end."""
 
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from pipeline.kafka_client import EARLIEST, LATEST, Connection, KafkaError
 
 FETCH_BYTES = 8 << 20
 IMPORT_BYTES = 4 << 20
+IMPORT_WINDOW = 4  # imports in flight per partition
 OFFSET_OUT_OF_RANGE = 1
 _LENGTH, _ATTRS, _CRC = struct.Struct(">i"), struct.Struct(">h"), struct.Struct(">I")
 _PRODUCER_COUNT = struct.Struct(">qhii")  # producerId, producerEpoch, baseSequence, recordCount
@@ -71,21 +77,45 @@ def placeholder(b: RecordBatch) -> bytes:
     return bytes(out)
 
 
+class _Importer:
+    """A partition's imports pipelined on one connection, each after the one before: at most
+    IMPORT_WINDOW unanswered; `waited` is the time spent blocked on the owner."""
+
+    def __init__(self, conn: Connection, topic: str, partition: int, end: int) -> None:
+        self.conn, self.topic, self.partition = conn, topic, partition
+        self.end = end  # where the partition's log ends once every import sent has applied
+        self.waited = 0.0
+
+    def send(self, records: bytearray, end: int) -> None:
+        began = time.monotonic()
+        conn = self.conn
+        while conn.unanswered >= IMPORT_WINDOW:
+            conn.receive_import(self.topic, self.partition)
+        conn.send_import(self.topic, self.partition, records, expected_end=self.end)
+        self.end = end
+        self.waited += time.monotonic() - began
+
+    def drain(self) -> None:
+        began = time.monotonic()
+        while self.conn.unanswered:
+            self.conn.receive_import(self.topic, self.partition)
+        self.waited += time.monotonic() - began
+
+
 def copy_partition(task: PartitionTask) -> PartitionResult:
     t, p = task.topic, task.partition
-    fetch_s = import_s = 0.0
+    fetch_s = 0.0
     records = nbytes = skipped = 0
     with Connection(task.source) as src, Connection(task.dest) as dst:
         start = pos = dst.list_offset(t, p, LATEST, committed=False)
         pos = max(pos, src.list_offset(t, p, EARLIEST, committed=False))
+        importer = _Importer(dst, t, p, start)
         out = bytearray()
+        out_end = start  # the end of the last batch in `out`
 
         def flush() -> None:
-            nonlocal import_s
             if out:
-                began = time.monotonic()
-                dst.import_batches(t, p, out)
-                import_s += time.monotonic() - began
+                importer.send(out, out_end)
                 del out[:]
 
         while pos < task.stop:
@@ -115,14 +145,17 @@ def copy_partition(task: PartitionTask) -> PartitionResult:
                     skipped += 1
                     if b.is_control:
                         out += placeholder(b)
+                        out_end = pos
                     continue
                 at = len(out)
                 out += b.memoryview()
+                out_end = pos
                 RecordBatch(out, at).clear_producer()
                 records += h[12]
                 nbytes += h[1] + 12
                 if len(out) >= IMPORT_BYTES:
                     flush()
             flush()
+        importer.drain()
         end = dst.list_offset(t, p, LATEST, committed=False)
-    return PartitionResult(t, p, start, end, records, nbytes, skipped, fetch_s, import_s)
+    return PartitionResult(t, p, start, end, records, nbytes, skipped, fetch_s, importer.waited)

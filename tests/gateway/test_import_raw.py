@@ -53,3 +53,27 @@ def test_import_keeps_offsets_and_refuses_going_back(standalone_factory: Standal
     finally:
         cons.close()
     assert got == [(3, b"a"), (4, b"b"), (10, b"c"), (11, b"d")]
+
+
+def test_pipelined_imports_apply_in_order_and_a_refused_one_refuses_the_rest(
+        standalone_factory: StandaloneFactory) -> None:
+    gw = standalone_factory(extra_args=["--import-enable"])
+    create_topic(gw.bootstrap, "piped")
+    with Connection(gw.bootstrap) as c:
+        end = 0
+        for i in range(8):  # all sent before any answer is read, a gap between each
+            c.send_import("piped", 0, at(10 * i + 2, b"a%d" % i, b"b%d" % i), expected_end=end)
+            end = 10 * i + 4
+        assert c.unanswered == 8
+        assert [c.receive_import("piped", 0) for _ in range(8)] == [10 * i + 2 for i in range(8)]
+        assert c.list_offset("piped", 0, LATEST) == end
+        # one expecting the wrong end is refused; the next, expecting the end after it, is refused
+        # too: nothing lands beyond the hole the first would have filled
+        c.send_import("piped", 0, at(100, b"x"), expected_end=end + 1)
+        c.send_import("piped", 0, at(101, b"y"), expected_end=101)
+        for _ in range(2):
+            with pytest.raises(KafkaError) as ei:
+                c.receive_import("piped", 0)
+            assert ei.value.code == ErrorCode.OFFSET_OUT_OF_RANGE and f"ends at {end}" in str(ei.value)
+        assert c.import_batches("piped", 0, at(100, b"x"), expected_end=end) == 100
+        assert c.list_offset("piped", 0, LATEST) == 101

@@ -428,6 +428,21 @@ async def test_imports_keep_offsets_and_gaps_across_rollover_and_owner_change(me
     await p2.close()
 
 
+async def test_pipelined_imports_with_an_expected_end(meta: MetaStore) -> None:
+    """Imports in flight together each apply only where the one before ends: one refused
+    (it expected another end) refuses the next, so nothing lands beyond its offsets."""
+    p = await open_log(meta, FakeLedgerClient(), topic())
+    futs = [p.import_batches(memoryview(at(4 * i + 1, 2)), expected_end=max(4 * i - 1, 0)) for i in range(5)]
+    assert [(await f).base_offset for f in futs] == [1, 5, 9, 13, 17]  # none awaited before the next
+    assert p.high_watermark == 19
+    with pytest.raises(KafkaApiError) as ei:
+        p.import_batches(memoryview(at(20, 1)), expected_end=18)
+    assert ei.value.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and "ends at 19" in ei.value.message
+    assert (await p.import_batches(memoryview(at(20, 1)), expected_end=19)).base_offset == 20
+    assert offsets_of(await p.read(0, 1 << 20)) == [1, 2, 5, 6, 9, 10, 13, 14, 17, 18, 20]
+    await p.close()
+
+
 def test_clear_producer_keeps_the_batch_valid() -> None:
     data = at(3, 2, pid=9)
     b = RecordBatch(data)

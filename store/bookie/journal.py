@@ -10,6 +10,14 @@ Every add/fence/delete/explicit LAC is appended here and acknowledged only after
 Appends that arrive while a write+fdatasync is in progress queue up and go out together in one
 write and one fdatasync (in a worker thread, so the event loop keeps serving). Files roll at a
 size; files wholly before the ledger storage's checkpoint mark are deleted.
+
+Preallocation (BookKeeper's journal preallocation, taken further): a thread fills the next file
+with zeros ahead of time, and a roll renames it into place. Appends then overwrite blocks that are
+allocated and written, in a file whose size does not change, so an fdatasync only writes data:
+no filesystem journal commit (ext4's jbd2) per sync, a commit that otherwise queues behind
+every other sync on the disk and stretches when the CPU is busy. Each group commit is padded
+(REC_PAD) to a page boundary, so a write never half-covers a page that must first be read
+back from disk. Replay stops at a zero record header: the file's unwritten rest.
 """
 
 from __future__ import annotations
@@ -45,8 +53,10 @@ REC_FENCE = 2  # payload: [ledger:i64]
 REC_DELETE = 3  # payload: [ledger:i64]
 REC_LAC = 4  # payload: [ledger:i64][lac:i64], an explicit LAC (WRITE_LAC)
 REC_ENTRY = 5  # payload: a packed entry, checked by its own digest (see above)
+REC_PAD = 6  # payload: zeros up to a page boundary; skipped by replay
 
 _NAME = "journal-{:010d}.log"
+_SPARE = "journal-next.prealloc"  # the next file, being filled with zeros (not a journal file yet)
 _SLOW_SYNC = 1.0  # log write+fdatasync slower than this (an overloaded or failing disk)
 
 
@@ -79,6 +89,7 @@ def fsync_dir(directory: Path) -> None:
 _IOV_MAX = 1024
 _PAGE = 4096
 _DROP_EVERY = 1 << 20  # synced journal bytes taken out of the page cache at a time
+_ZEROS = bytes(1 << 20)
 
 
 def _writeback_starter() -> Callable[[int, int, int], object]:
@@ -139,6 +150,34 @@ def record_crc(rtype: int, payload: bytes | memoryview) -> int:
     return crc32c.crc32c(payload, _SEEDS[rtype])
 
 
+def pad_record(offset: int) -> bytes:
+    """A REC_PAD record starting at `offset` that ends on the next page boundary."""
+    n = -(offset + REC_SIZE) % _PAGE
+    return encode_record(REC_PAD, _ZEROS[:n])
+
+
+def fill_spare(directory: Path, size: int) -> Path:
+    """Write the next journal file under the spare's name: the header, a pad to the first page
+    boundary, zeros up to `size`; synced, and out of the page cache (appends write whole pages,
+    which need no read)."""
+    path = directory / _SPARE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        head = MAGIC + pad_record(len(MAGIC))
+        os.write(fd, head)
+        written = len(head)
+        while written < size:
+            n = os.write(fd, memoryview(_ZEROS)[: min(len(_ZEROS), size - written)])
+            start_writeback(fd, written, n)  # a stream of writes, not one burst at the fdatasync
+            written += n
+        os.fdatasync(fd)
+        if hasattr(os, "posix_fadvise"):  # not on macOS
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return path
+
+
 def encode_record(rtype: int, payload: bytes | memoryview) -> bytes:
     return REC.pack(len(payload), record_crc(rtype, payload), rtype) + bytes(payload)
 
@@ -180,6 +219,8 @@ def replay(
                 bad = "torn record header"
             else:
                 n, crc, rtype = REC.unpack_from(mv, pos)
+                if n == 0 and crc == 0 and rtype == 0:
+                    break  # the preallocated rest of the file: never written
                 if n > MAX_RECORD:
                     bad = f"record length {n} too large"
                 elif pos + REC_SIZE + n > end:
@@ -198,8 +239,9 @@ def replay(
                 finally:
                     os.close(fd)
                 break
-            apply(rtype, payload)
-            applied += 1
+            if rtype != REC_PAD:
+                apply(rtype, payload)
+                applied += 1
             pos += REC_SIZE + n
     return applied, last_id
 
@@ -215,6 +257,7 @@ class Journal:
         max_batch_wait: float = 0.0,
         max_batch_bytes: int = 4 << 20,
         sync: bool = True,
+        preallocate: bool = True,
     ) -> None:
         self.directory = Path(directory)
         # False: acknowledge after write(2) without fdatasync. Unsafe, for benchmarks only.
@@ -235,6 +278,11 @@ class Journal:
         self._scheduled = False
         self._failed: BaseException | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal")
+        # Fills the spare (the next file) with zeros while this one is written; None: no preallocation.
+        self._spare_pool = (
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-prealloc") if preallocate else None
+        )
+        self._spare: concurrent.futures.Future[Path] | None = None
         JOURNAL_METRICS.register()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: asyncio.Event | None = None
@@ -248,18 +296,33 @@ class Journal:
         self.directory.mkdir(parents=True, exist_ok=True)
         existing = journal_files(self.directory)
         fid = max(after_file_id, existing[-1][0] if existing else -1) + 1
+        (self.directory / _SPARE).unlink(missing_ok=True)  # a fill a crash cut short
         self._open_file(fid)
         self._durable = JournalMark(fid, self._offset)
 
     def _open_file(self, fid: int) -> None:
         path = self.directory / _NAME.format(fid)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        os.write(fd, MAGIC)
-        os.fdatasync(fd)
+        spare = self._spare
+        if spare is not None and spare.done() and spare.exception() is None:
+            # Filled while the last file was written: header, first pad and zeros already synced.
+            self._spare = None
+            os.rename(spare.result(), path)
+            fd = os.open(path, os.O_WRONLY)
+            offset = os.lseek(fd, len(MAGIC) + len(pad_record(len(MAGIC))), os.SEEK_SET)
+        else:
+            # No spare ready (the first file, or rolls faster than the fill): a growing file.
+            if spare is not None and spare.done():
+                log.warning("journal preallocation failed: %s", spare.exception())
+                self._spare = None
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            head = MAGIC + pad_record(len(MAGIC)) if self._spare_pool is not None else MAGIC
+            os.write(fd, head)
+            os.fdatasync(fd)
+            offset = len(head)
         fsync_dir(self.directory)
         if self._fd >= 0:
             os.close(self._fd)
-        self._fd, self._file_id, self._offset = fd, fid, len(MAGIC)
+        self._fd, self._file_id, self._offset = fd, fid, offset
         self._cached_from = 0  # pages before this offset are out of the page cache
         # Bookies of one ensemble journal the same bytes: roll (and so checkpoint) out of step.
         self._roll_at = self.max_file_size - random.randrange(self.max_file_size // 4 + 1)
@@ -327,9 +390,17 @@ class Journal:
             self._open_file(self._file_id + 1)
         parts: list[bytes | memoryview] = []
         pack, crc = REC.pack, record_crc
+        size = 0
         for rtype, payload in batch:
             parts.append(pack(len(payload), crc(rtype, payload), rtype))
             parts.append(payload)
+            size += REC_SIZE + len(payload)
+        if self._spare_pool is not None:
+            parts.append(pad_record(self._offset + size))  # whole pages only: see the module doc
+            if self._spare is None and self._offset >= self._roll_at // 2:
+                # Halfway through this file: fill the next one (not earlier, so that a bookie
+                # that never rolls, a short-lived one, never writes a spare at all).
+                self._spare = self._spare_pool.submit(fill_spare, self.directory, self.max_file_size)
         t0 = time.monotonic()
         start = self._offset
         self._offset += write_all(self._fd, parts)
@@ -411,3 +482,5 @@ class Journal:
             os.close(self._fd)
             self._fd = -1
         self._executor.shutdown(wait=True)
+        if self._spare_pool is not None:
+            self._spare_pool.shutdown(wait=True)

@@ -66,7 +66,7 @@ async def test_every_future_resolves_only_after_its_batch_is_synced(tmp_path: Pa
 
 
 async def test_torn_and_corrupt_tails_are_truncated(tmp_path: Path) -> None:
-    j = jr.Journal(tmp_path)
+    j = jr.Journal(tmp_path, preallocate=False)  # records end the file (no page padding)
     j.open(after_file_id=-1)
     for i in range(10):
         await j.append(jr.REC_ADD, bytes([i]) * 50)
@@ -96,7 +96,7 @@ async def test_torn_and_corrupt_tails_are_truncated(tmp_path: Path) -> None:
 async def test_entry_records_are_checked_by_the_entry_digest(tmp_path: Path) -> None:
     """REC_ENTRY's record CRC covers only the entry header: a flipped payload byte is still
     caught on replay, by the entry's own digest, and the record truncated away."""
-    j = jr.Journal(tmp_path)
+    j = jr.Journal(tmp_path, preallocate=False)
     j.open(after_file_id=-1)
     entries = [pack_entry(7, i, i - 1, bytes([i]) * 300) for i in range(3)]
     for e in entries:
@@ -191,3 +191,64 @@ async def test_synced_pages_leave_the_page_cache_only_after_their_fdatasync(
     assert all(a[1] == b[0] for a, b in itertools.pairwise(dropped)), "contiguous, each page once"
     assert dropped[-1][1] >= 3 << 20
     assert [p for _, p in _collect(tmp_path)] == payloads  # replay reads them from the file
+
+
+async def test_rolls_go_into_preallocated_files_written_a_page_at_a_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After the first file, each roll renames a spare filled with zeros into place: appends
+    overwrite it without changing its size (an fdatasync then needs no filesystem metadata),
+    every group commit ends on a page boundary, and replay stops quietly at the zero tail."""
+    size = 256 << 10
+    j = jr.Journal(tmp_path, max_file_size=size)
+    j.open(after_file_id=-1)
+    payloads = [bytes([i % 251]) * (5000 + i) for i in range(300)]  # about 1.6 MB: several rolls
+    sizes: dict[int, set[int]] = {}
+    for p in payloads:
+        await j.append(jr.REC_ADD, p)
+        assert j.durable_mark.offset % 4096 == 0, "a group commit ends on a page boundary"
+        if j._spare is not None:
+            j._spare.result()  # let the fill finish, so the next roll takes it
+        fid, path = jr.journal_files(tmp_path)[-1]
+        sizes.setdefault(fid, set()).add(path.stat().st_size)
+    await j.close()
+    assert not (tmp_path / jr._SPARE).exists() or len(sizes) > 1
+    preallocated = [fid for fid, seen in sizes.items() if seen == {size}]
+    assert len(preallocated) >= 3, sizes  # every file after the first: its size never changed
+    assert min(preallocated) == min(sizes) + 1
+    with caplog.at_level("WARNING", logger="store.bookie.journal"):
+        assert [p for _, p in _collect(tmp_path)] == payloads
+    assert not caplog.records, "the zero tail of a preallocated file is its end, not damage"
+
+
+async def test_a_torn_batch_in_a_preallocated_file_ends_replay_there(tmp_path: Path) -> None:
+    size = 64 << 10
+    j = jr.Journal(tmp_path, max_file_size=size)
+    j.open(after_file_id=-1)
+    n = 0
+    while len(jr.journal_files(tmp_path)) < 2 or jr.journal_files(tmp_path)[-1][1].stat().st_size != size:
+        await j.append(jr.REC_ADD, bytes([n % 251]) * 3000)
+        n += 1
+        if j._spare is not None:
+            j._spare.result()
+    await j.append(jr.REC_ADD, b"kept" * 1000)
+    before = j.durable_mark.offset
+    await j.append(jr.REC_ADD, b"lost" * 1000)  # its pages never reached the disk:
+    await j.close()
+    fid, path = jr.journal_files(tmp_path)[-1]
+    with open(path, "r+b") as f:
+        f.seek(before)
+        f.write(bytes(4096))  # the batch's first page is still zeros, as preallocated
+    recs = [p for _, p in _collect(tmp_path)]
+    assert recs[-1] == b"kept" * 1000 and len(recs) == n + 1
+
+
+async def test_a_spare_left_by_a_crash_is_removed_on_open(tmp_path: Path) -> None:
+    (tmp_path / jr._SPARE).write_bytes(b"half filled")
+    j = jr.Journal(tmp_path)
+    j.open(after_file_id=-1)
+    assert not (tmp_path / jr._SPARE).exists()
+    await j.append(jr.REC_FENCE, struct.pack(">q", 1))
+    await j.close()
+    assert [fid for fid, _ in jr.journal_files(tmp_path)] == [0]
+    assert _collect(tmp_path) == [(jr.REC_FENCE, struct.pack(">q", 1))]

@@ -38,6 +38,19 @@ async def test_acknowledged_adds_survive_sigkill(bookie_cluster: BookieCluster, 
     await c.close()
 
 
+def _last_record_end(path: Path) -> int:
+    """Where the file's last record other than page padding ends."""
+    data, pos, end = path.read_bytes(), len(jr.MAGIC), len(jr.MAGIC)
+    while pos + jr.REC_SIZE <= len(data):
+        n, _crc, rtype = jr.REC.unpack_from(data, pos)
+        if n == 0 and rtype == 0:
+            break
+        pos += jr.REC_SIZE + n
+        if rtype != jr.REC_PAD:
+            end = pos
+    return end
+
+
 async def test_torn_journal_tail_restarts_cleanly(bookie_cluster: BookieCluster, meta_url: str) -> None:
     (b,) = await bookie_cluster(1, meta_url)
     c = BookieClient(b.address)
@@ -47,8 +60,7 @@ async def test_torn_journal_tail_restarts_cleanly(bookie_cluster: BookieCluster,
     flushed = (b.data_dir / "ledgers" / "7.idx").exists()
     b.kill()
     _fid, newest = jr.journal_files(b.data_dir / "journal")[-1]
-    size = newest.stat().st_size
-    newest.write_bytes(newest.read_bytes()[: size - 5])  # tear the last record
+    newest.write_bytes(newest.read_bytes()[: _last_record_end(newest) - 5])  # tear the last record
     await b.restart()
     assert await c.read_range(7, 0, 8, 1 << 30) == entries[:9]
     if not flushed:  # the torn record was the only copy of entry 9

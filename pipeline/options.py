@@ -50,6 +50,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     read_committed: bool = False  # kafka.isolation.level
     slice_bytes: int = SLICE_BYTES
+    max_bytes_per_second: int | None = None  # quire.maxBytesPerSecond: each task's read rate, at most
     # Settings, not a tier: each task builds its own tier (thread pool, S3 client) from them.
     offload: OffloadSettings | None = None
 
@@ -227,6 +228,7 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     out.fail_on_data_loss = _bool_option(opts, "failondataloss", "failOnDataLoss", True)
     out.read_committed = _isolation(opts)
     out.slice_bytes = _int_option(opts, "quire.slicebytes", "quire.sliceBytes") or SLICE_BYTES
+    out.max_bytes_per_second = _int_option(opts, "quire.maxbytespersecond", "quire.maxBytesPerSecond")
     out.offload = offload(opts)
     return out
 

@@ -120,3 +120,38 @@ def test_spark_workers_import_only_what_the_source_needs() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env)
     assert loaded.stdout.split() == []
+
+
+def test_max_bytes_per_second_option() -> None:
+    o = parse({"quire.meta": "/d", "subscribe": "a", "QUIRE.maxBytesPerSecond": "1048576"}, streaming=False)
+    assert o.max_bytes_per_second == 1 << 20
+    assert parse({"quire.meta": "/d", "subscribe": "a"}, streaming=False).max_bytes_per_second is None
+    with pytest.raises(OptionError, match="'quire.maxBytesPerSecond', must be a positive integer"):
+        parse({"quire.meta": "/d", "subscribe": "a", "quire.maxBytesPerSecond": "fast"}, streaming=False)
+
+
+def test_pace_waits_until_the_bytes_read_are_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from pipeline import source
+
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    monkeypatch.setattr(source.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(source.asyncio, "sleep", sleep)
+
+    async def go() -> None:
+        pace = source.Pace(1000)
+        await pace.read(500)  # due at +0.5 s
+        now[0] += 0.2  # decoding took 0.2 s
+        await pace.read(500)  # due at +1.0 s
+        now[0] += 3.0  # Spark was slow: nothing to wait for
+        await pace.read(1000)
+
+    asyncio.run(go())
+    assert slept == pytest.approx([0.5, 0.3])

@@ -256,8 +256,8 @@ def main() -> int:
             alone = min(alone, rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s))
             ratio, bounded_ratio, cpu_ratio = (full / alone, capped / alone, cpu / alone) if alone > 0 else (nan,) * 3
             print(f"producer at {args.producer_mbps} MB/s, steady-state p99: {alone:.0f} ms alone (the lower of "
-                  f"two runs); {full:.0f} ms (x{full / alone:.2f}) during unbounded direct scans at "
-                  f"{full_runs * mb:.0f} MB/s; {capped:.0f} ms (x{ratio:.2f}) during direct scans bounded to "
+                  f"two runs); {full:.0f} ms (x{ratio:.2f}) during unbounded direct scans at "
+                  f"{full_runs * mb:.0f} MB/s; {capped:.0f} ms (x{bounded_ratio:.2f}) during direct scans bounded to "
                   f"{args.scan_mbps_per_task} MB/s a task ({capped_runs * mb:.0f} MB/s); {cpu:.0f} ms "
                   f"(x{cpu_ratio:.2f}) during two busy loops at nice 19 that read nothing "
                   f"(load {os.getloadavg()[0]:.1f})", flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,7 +127,7 @@ def test_max_bytes_per_second_option() -> None:
     o = parse({"quire.meta": "/d", "subscribe": "a", "QUIRE.maxBytesPerSecond": "1048576"}, streaming=False)
     assert o.max_bytes_per_second == 1 << 20
     assert parse({"quire.meta": "/d", "subscribe": "a"}, streaming=False).max_bytes_per_second is None
-    with pytest.raises(OptionError, match="'quire.maxBytesPerSecond', must be a positive integer"):
+    with pytest.raises(OptionError, match=re.escape("'quire.maxBytesPerSecond', must be a positive integer")):
         parse({"quire.meta": "/d", "subscribe": "a", "quire.maxBytesPerSecond": "fast"}, streaming=False)
 
 

@@ -235,10 +235,10 @@ async def test_a_torn_batch_in_a_preallocated_file_ends_replay_there(tmp_path: P
     before = j.durable_mark.offset
     await j.append(jr.REC_ADD, b"lost" * 1000)  # its pages never reached the disk:
     await j.close()
-    fid, path = jr.journal_files(tmp_path)[-1]
-    with open(path, "r+b") as f:
-        f.seek(before)
-        f.write(bytes(4096))  # the batch's first page is still zeros, as preallocated
+    _fid, path = jr.journal_files(tmp_path)[-1]
+    data = bytearray(path.read_bytes())
+    data[before : before + 4096] = bytes(4096)  # the batch's first page is still zeros, as preallocated
+    path.write_bytes(bytes(data))
     recs = [p for _, p in _collect(tmp_path)]
     assert recs[-1] == b"kept" * 1000 and len(recs) == n + 1
 

@@ -62,7 +62,11 @@ def meta_url(value: str) -> str:
         return v
     if not v:
         raise OptionError("Option 'quire.meta' must be zk://host:port/chroot or a standalone's data dir")
-    return f"embedded://{os.path.abspath(os.path.join(v, 'meta'))}"
+    meta = os.path.abspath(os.path.join(v, "meta"))
+    if not os.path.isdir(meta):  # opening it would create an empty store: a typo would read nothing
+        raise OptionError(f"Option 'quire.meta' is {value!r}: neither zk://host:port/chroot nor a standalone's "
+                          f"data dir (no {meta})")
+    return f"embedded://{meta}"
 
 
 def offload(opts: Mapping[str, str]) -> OffloadSettings | None:

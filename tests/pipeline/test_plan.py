@@ -77,27 +77,38 @@ def test_pruning_from_pushed_filters() -> None:
     assert p.min_ts == int(dt.datetime(2026, 1, 1).timestamp() * 1000)
 
 
-def test_options() -> None:
-    o = parse({"quire.meta": "/data", "SUBSCRIBE": "a, b", "startingOffsets": '{"a":{"0":-2,"1":7}}'},
+@pytest.fixture
+def data_dir(tmp_path: Path) -> str:
+    """A standalone's data dir, as far as quire.meta looks (its metadata store's directory)."""
+    (tmp_path / "meta").mkdir()
+    return str(tmp_path)
+
+
+def test_options(data_dir: str) -> None:
+    o = parse({"quire.meta": data_dir, "SUBSCRIBE": "a, b", "startingOffsets": '{"a":{"0":-2,"1":7}}'},
               streaming=False)
-    assert o.meta_url == "embedded:///data/meta" and o.subscribe == ["a", "b"]
+    assert o.meta_url == f"embedded://{data_dir}/meta" and o.subscribe == ["a", "b"]
     assert o.starting == ("offsets", {("a", 0): -2, ("a", 1): 7}) and o.ending == ("latest",)
     s = parse({"quire.meta": "zk://h:1/q", "subscribePattern": "a.*", "maxOffsetsPerTrigger": "9"}, streaming=True)
     assert s.starting == ("latest",) and s.max_offsets_per_trigger == 9 and s.pattern is not None
     with pytest.raises(OptionError, match="endingOffsets"):
-        parse({"quire.meta": "/d", "subscribe": "a", "endingOffsets": "latest"}, streaming=True)
+        parse({"quire.meta": data_dir, "subscribe": "a", "endingOffsets": "latest"}, streaming=True)
     with pytest.raises(OptionError, match="startingOffsetsByTimestampStrategy"):
-        parse({"quire.meta": "/d", "subscribe": "a", "startingOffsetsByTimestampStrategy": "x"}, streaming=False)
+        parse({"quire.meta": data_dir, "subscribe": "a", "startingOffsetsByTimestampStrategy": "x"}, streaming=False)
     with pytest.raises(OptionError, match="'assign'"):
-        parse({"quire.meta": "/d", "assign": "a"}, streaming=False)
+        parse({"quire.meta": data_dir, "assign": "a"}, streaming=False)
+    typo = Path(data_dir) / "typo"
+    with pytest.raises(OptionError, match=r"'quire\.meta'.*typo"):
+        parse({"quire.meta": str(typo), "subscribe": "a"}, streaming=False)
+    assert not typo.exists()  # no empty metadata store made up for a mistyped path
 
 
-def test_offload_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offload_options(data_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for k in [k for k in os.environ if k.startswith("QUIRE_")]:
         monkeypatch.delenv(k)
     # a standalone's data dir: its fs tier, as `quire admin --data-dir` finds it
-    o = parse({"quire.meta": "/data", "subscribe": "a"}, streaming=False)
-    assert o.offload == OffloadSettings(driver="fs", directory="/data/offload")
+    o = parse({"quire.meta": data_dir, "subscribe": "a"}, streaming=False)
+    assert o.offload == OffloadSettings(driver="fs", directory=f"{data_dir}/offload")
     # a cluster: no tier unless configured; a server.properties, then options named as the settings
     assert parse({"quire.meta": "zk://h:1/q", "subscribe": "a"}, streaming=False).offload is None
     conf = tmp_path / "server.properties"
@@ -105,11 +116,11 @@ def test_offload_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     s = parse({"quire.meta": "zk://h:1/q", "subscribe": "a", "quire.config": str(conf),
                "quire.offload.s3.bucket": "c", "quire.offload.s3.access.key": "k"}, streaming=False).offload
     assert s is not None and (s.driver, s.s3_endpoint, s.s3_bucket, s.s3_access_key) == ("s3", "http://x:1", "c", "k")
-    assert parse({"quire.meta": "/d", "subscribe": "a", "quire.offload.driver": "none"}, streaming=False).offload is None
+    assert parse({"quire.meta": data_dir, "subscribe": "a", "quire.offload.driver": "none"}, streaming=False).offload is None
     with pytest.raises(OptionError, match=r"quire\.offload\.nope"):
-        parse({"quire.meta": "/d", "subscribe": "a", "quire.offload.nope": "1"}, streaming=False)
+        parse({"quire.meta": data_dir, "subscribe": "a", "quire.offload.nope": "1"}, streaming=False)
     with pytest.raises(OptionError, match=r"quire\.offload\.driver"):
-        parse({"quire.meta": "/d", "subscribe": "a", "quire.offload.driver": "ftp"}, streaming=False)
+        parse({"quire.meta": data_dir, "subscribe": "a", "quire.offload.driver": "ftp"}, streaming=False)
 
 
 def test_spark_workers_import_only_what_the_source_needs() -> None:

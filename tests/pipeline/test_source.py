@@ -248,16 +248,31 @@ def test_per_partition_timestamps_and_ending_timestamp(spark: SparkSession, roll
 @pytest.mark.parametrize(("opts", "named"), [
     ({}, "subscribe, subscribePattern, assign"),
     ({"subscribe": "a", "assign": '{"a":[0]}'}, "subscribe, subscribePattern, assign"),
+    ({"subscribe": " , "}, "option 'subscribe'"),
+    ({"subscribePattern": "("}, "option 'subscribePattern'"),
+    ({"assign": "rolled"}, "option 'assign'"),
+    ({"assign": '{"rolled":5}'}, "option 'assign'"),
+    ({"assign": '{"rolled":[7]}'}, "rolled-7 given in option 'assign'"),  # no such partition
     ({"subscribe": "rolled", "startingOffsets": "latest"}, "startingOffsets"),
     ({"subscribe": "rolled", "endingOffsets": "earliest"}, "endingOffsets"),
     ({"subscribe": "rolled", "startingOffsets": "{bad"}, "startingOffsets"),
+    ({"subscribe": "rolled", "endingOffsets": '{"rolled":[1]}'}, "endingOffsets"),
+    ({"subscribe": "rolled", "startingTimestamp": "yesterday"}, "startingTimestamp"),
+    ({"subscribe": "rolled", "endingTimestamp": "1e3"}, "endingTimestamp"),
+    ({"subscribe": "rolled", "startingOffsetsByTimestamp": "[1]"}, "startingOffsetsByTimestamp"),
+    ({"subscribe": "rolled", "startingOffsetsByTimestampStrategy": "nearest"}, "startingOffsetsByTimestampStrategy"),
     ({"subscribe": "rolled", "includeHeaders": "maybe"}, "includeHeaders"),
     ({"subscribe": "rolled", "maxOffsetsPerTrigger": "-5"}, "maxOffsetsPerTrigger"),
+    ({"subscribe": "rolled", "maxOffsetsPerTrigger": "many"}, "maxOffsetsPerTrigger"),
+    ({"subscribe": "rolled", "quire.meta": " "}, r"quire\.meta"),
+    ({"subscribe": "rolled", "quire.meta": "/nonexistent/quire-data"}, r"'quire\.meta'.*/nonexistent/quire-data"),
 ])
-def test_bad_options_name_the_option(spark: SparkSession, rolled: tuple[str, list[Row]],
+def test_bad_options_name_the_option(spark: SparkSession, module_standalone: StandaloneGateway,
                                      opts: dict[str, str], named: str) -> None:
+    """Each a Spark error naming the option (parsed on the driver; the data dir alone, no topic
+    needed: `rolled` may not exist, a bad option fails before any topic is looked up)."""
     with pytest.raises(Exception, match=named):
-        reader(spark, rolled[0], **opts).collect()
+        reader(spark, str(module_standalone.data_dir), **opts).collect()
 
 
 def test_missing_meta_is_named(spark: SparkSession) -> None:

@@ -3,12 +3,17 @@
 a transactional topic with aborted transactions and a compacted one (offset gaps), consumer
 groups with committed offsets. Migrate and verify; every record is at its Kafka offset with its
 timestamp (type); a consumer of the migrated group continues at exactly the next record; a
-re-run copies only what is new; --follow copies until stopped. One Spark session per process."""
+re-run copies only what is new; --follow copies until stopped; configs Quire cannot carry are
+named; the CLI runs on the --master given with JSON-lines progress. One Spark session per process
+(the shared one; the CLI test's job has its own, in its own process)."""
 
 from __future__ import annotations
 
 import io
 import itertools
+import json
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -23,7 +28,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("confluent_kafka")
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 import pipeline
 from compat_tests.support.clients import create_topic, unique
@@ -279,20 +284,87 @@ def test_verify_prints_a_table_and_fails_on_a_mismatch(apache_kafka: Target, qui
                     f"{topic}-1": ["10", "11", "11", "10", "MISMATCH"]}, text
 
 
-def test_bad_input_is_one_line(quire: StandaloneGateway, tmp_path: Path) -> None:
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "quire", "migrate", *args], capture_output=True, text=True,
-                              timeout=120, cwd=ROOT)
+@pytest.mark.compat(suite="migrate", client="quire migrate")
+def test_configs_quire_cannot_carry_are_named_and_the_rest_carried(
+        apache_kafka: Target, quire: StandaloneGateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config Quire refuses (an empty cleanup.policy, which Kafka 4.4 takes: no deletion nor
+    compaction) and one it has no such config for (Quire has every Kafka 4.4 topic config, so one
+    is taken out of the driver's table) are each named with why; the topic is created with the rest."""
+    from gateway.topics.configs import TOPIC_CONFIGS
 
+    kafka, spark = apache_kafka.bootstrap, shared_session()
+    topic = unique("mig-configs")
+    create_topic(kafka, topic, 2, {"cleanup.policy": "", "segment.jitter.ms": "7", "retention.ms": "123456789",
+                                   "max.message.bytes": "65536"})
+    produce(kafka, topic, 10)
+    monkeypatch.delitem(TOPIC_CONFIGS, "segment.jitter.ms")
+    out = io.StringIO()
+    assert run(Options(kafka, quire.bootstrap, topics=[topic], groups=[], verify=True), spark=spark, out=out,
+               err=io.StringIO()) == 0, out.getvalue()
+    notes = sorted(line.strip() for line in out.getvalue().splitlines() if "not carried" in line)
+    assert len(notes) == 2, out.getvalue()
+    assert notes[0].startswith("config cleanup.policy not carried: cleanup.policy= refused by Quire: "), notes
+    assert "cleanup.policy" in notes[0].split("refused by Quire: ")[1]  # Quire's own reason
+    assert notes[1] == "config segment.jitter.ms not carried: Quire has no such topic config", notes
+    assert f"{topic} (created): 2 partitions, 10 records" in out.getvalue()
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = AdminClient({"bootstrap.servers": quire.bootstrap})  # kept: a handle dropped ends its requests
+    got = admin.describe_configs([res])[res].result(timeout=30)
+    overridden = {k: e.value for k, e in got.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    assert overridden == {"retention.ms": "123456789", "max.message.bytes": "65536"}, overridden
+
+
+def migrate_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`quire migrate` in its own process (this worktree's code: cwd and PYTHONPATH)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "quire", "migrate", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+@pytest.mark.compat(suite="migrate", client="quire migrate")
+def test_cli_runs_on_the_master_given_with_json_progress(apache_kafka: Target, quire: StandaloneGateway) -> None:
+    """`quire migrate --master local[1]` as a user runs it (its own process, so its own Spark on
+    that master): stderr, not a terminal, is JSON lines only (Spark's own output goes to its
+    log file): the master, then per topic the offsets copied growing to the round's total, with
+    MB/s and ETA."""
+    kafka = apache_kafka.bootstrap
+    topic = unique("mig-cli")
+    create_topic(kafka, topic, 2)
+    p = Producer({"bootstrap.servers": kafka, "linger.ms": 5})
+    for i in range(300):  # ~3 MB: a rate that shows in MB/s with two decimals
+        p.produce(topic, key=f"k{i}".encode(), value=bytes([i % 256]) * 10_000, partition=i % 2)
+    assert p.flush(30) == 0
+    proc = migrate_cli("--from", kafka, "--to", quire.bootstrap, "--topics", topic, "--groups", "--master",
+                       "local[1]", "--verify", timeout=600)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert proc.stdout.splitlines()[-1] == "verify: every partition matches", proc.stdout
+    events = [json.loads(line) for line in proc.stderr.splitlines()]  # every line a JSON object
+    spark, *progress = events
+    assert spark["event"] == "spark" and spark["master"] == "local[1]", spark
+    assert spark["app_id"].startswith("local-") and Path(spark["log"]).is_file(), spark
+    assert "log4j" in Path(spark["log"]).read_text()  # Spark's output went there
+    Path(spark["log"]).unlink()
+    assert progress and {(e["event"], e["topic"], e["total"]) for e in progress} == {("progress", topic, 300)}
+    counts = [e["offsets"] for e in progress]
+    assert counts == sorted(counts) and counts[-1] == 300, counts  # growing to the total
+    last = progress[-1]
+    assert last["MBps"] > 0 and last["eta_s"] == 0, last
+
+
+def test_bad_input_is_one_line(quire: StandaloneGateway, tmp_path: Path) -> None:
     for args, message in (
         (["--from", "nohost", "--to", quire.bootstrap], "--from 'nohost' is not host:port"),
         (["--from", "127.0.0.1:1", "--to", str(tmp_path)], "is neither host:port"),
         (["--from", "127.0.0.1:1", "--to", quire.bootstrap, "--pattern", "("], "is not a regular expression"),
+        (["--from", "127.0.0.1:1", "--to", quire.bootstrap, "--master", "nope://x"],
+         "--master 'nope://x': Spark did not start: "),
     ):
-        proc = cli(*args)
+        proc = migrate_cli(*args)
         assert proc.returncode == 2, proc
         assert proc.stderr.strip().startswith("quire migrate: ") and message in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        if log := re.search(r"\(Spark's log: (\S+)\)$", proc.stderr.strip()):
+            Path(log.group(1)).unlink()  # kept for the user, who is told where it is
     with pytest.raises(MigrateError, match="no such topic on the source"):
         run(Options(quire.bootstrap, quire.bootstrap, topics=["nope-" + unique("t")]), spark=object())
 

@@ -6,7 +6,9 @@ copies raw batches (pipeline/migrate/copy.py) to the partition's owner through Q
 import, which needs the gateways started with quire.import.enable. A round copies up to the
 offsets planned; a re-run resumes where each Quire partition ends; --follow repeats rounds
 until stopped. Progress (offsets, MB/s, ETA per topic) goes to stderr, as JSON lines unless it
-is a terminal; the summary and --verify's table to stdout.
+is a terminal, after a first line naming the Spark master, application and log file (the JVM's
+output goes there, so stderr holds the job's lines alone); the summary and --verify's table to
+stdout.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -376,11 +379,52 @@ def _with_progress(rnd: Round, run: Callable[[], list[PartitionResult]], out: Te
 # ---- the job -------------------------------------------------------------------------------
 
 
-def _spark(master: str) -> Any:
+def _error_lines(e: Exception) -> list[str]:
+    """The `SomeError: message` lines of a Spark error (JVM and Python tracebacks in one text)."""
+    return [ln.strip() for ln in str(e).splitlines() if re.match(r"^\s*[\w.$]+(Error|Exception): ", ln)]
+
+
+def _spark(master: str) -> tuple[Any, str]:
+    """A session on `master`, and the file its JVM writes its output to (Spark's log), so that
+    stderr carries the job's progress alone (JSON lines unless a terminal) and errors stay one line."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master(master).appName("quire-migrate").config("spark.ui.enabled", "false")
-            .config("spark.python.worker.reuse", "true").getOrCreate())
+    conf = (SparkConf().setMaster(master).setAppName("quire-migrate").set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false").set("spark.python.worker.reuse", "true"))
+    fd, log = tempfile.mkstemp(prefix="quire-migrate-spark-", suffix=".log")
+    with os.fdopen(fd, "wb") as jvm_out:
+        try:
+            sc = SparkContext(conf=conf, gateway=launch_gateway(conf, popen_kwargs={"stdout": jvm_out,
+                                                                                   "stderr": jvm_out}))
+        except Exception as e:  # a bad --master fails in the JVM: its first exception says why
+            with open(log, errors="replace") as f:
+                why = _java_reason(f.read()) or _java_reason(str(e)) or str(e).splitlines()[0]
+            raise MigrateError(f"--master {master!r}: Spark did not start: {why} (Spark's log: {log})") from None
+    return SparkSession(sc), log
+
+
+_JAVA_EXCEPTION = re.compile(r"(?:^|[\s:])(?:[\w$]+\.)+[\w$]*(?:Error|Exception): (.+)$", re.MULTILINE)
+
+
+def _java_reason(text: str) -> str | None:
+    """The message of the first Java exception in a log or a Py4J error (spark-submit refusing
+    a master exits with it in its output; SparkContext refusing one raises it through Py4J)."""
+    m = _JAVA_EXCEPTION.search(text)
+    return m.group(1).strip() if m else None
+
+
+def announce(spark: Any, out: TextIO, log: str | None = None) -> None:
+    """Which Spark runs the job (the master it was given, the application to look for there)
+    and where its log goes."""
+    sc = spark.sparkContext
+    if out.isatty():
+        out.write(f"Spark master {sc.master}, application {sc.applicationId}"
+                  + (f", log {log}" if log else "") + "\n")
+    else:
+        out.write(json.dumps({"event": "spark", "master": sc.master, "app_id": sc.applicationId, "log": log}) + "\n")
+    out.flush()
 
 
 def _run_tasks(spark: Any, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
@@ -389,7 +433,7 @@ def _run_tasks(spark: Any, fn: Callable[[Any], Any], items: list[Any]) -> list[A
     try:
         return spark.sparkContext.parallelize(items, len(items)).map(fn).collect()
     except Exception as e:  # Spark's error carries the task's traceback: its last line says what failed
-        lines = [ln.strip() for ln in str(e).splitlines() if re.match(r"^\s*[\w.]+(Error|Exception): ", ln)]
+        lines = _error_lines(e)
         raise MigrateError(f"a Spark task failed: {lines[-1] if lines else e}") from e
 
 
@@ -495,7 +539,9 @@ def run(opts: Options, *, spark: Any = None, out: TextIO = sys.stdout, err: Text
         except re.error as e:
             raise MigrateError(f"--pattern {opts.pattern!r} is not a regular expression: {e}") from None
     dest = dest_bootstrap(opts.dest)
-    spark = spark or _spark(opts.master)
+    if spark is None:
+        spark, log = _spark(opts.master)
+        announce(spark, err, log)
     stop = stop or threading.Event()
     summary = migrate_round(spark, opts, dest, err)
     for line in summary.lines():

@@ -27,7 +27,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 import pipeline
@@ -297,10 +297,16 @@ def test_configs_quire_cannot_carry_are_named_and_the_rest_carried(
     create_topic(kafka, topic, 2, {"cleanup.policy": "", "segment.jitter.ms": "7", "retention.ms": "123456789",
                                    "max.message.bytes": "65536"})
     produce(kafka, topic, 10)
+    named, other = unique("mig-named"), unique("mig-other")
+    commit(kafka, named, {(topic, 0): 2, (topic, 1): 3})
+    commit(kafka, other, {(topic, 0): 4})
     monkeypatch.delitem(TOPIC_CONFIGS, "segment.jitter.ms")
     out = io.StringIO()
-    assert run(Options(kafka, quire.bootstrap, topics=[topic], groups=[], verify=True), spark=spark, out=out,
+    assert run(Options(kafka, quire.bootstrap, topics=[topic], groups=[named], verify=True), spark=spark, out=out,
                err=io.StringIO()) == 0, out.getvalue()
+    # --groups NAME: that group's offsets only
+    assert f"group {named}: committed offsets of 2 partitions copied" in out.getvalue()
+    assert other not in out.getvalue()
     notes = sorted(line.strip() for line in out.getvalue().splitlines() if "not carried" in line)
     assert len(notes) == 2, out.getvalue()
     assert notes[0].startswith("config cleanup.policy not carried: cleanup.policy= refused by Quire: "), notes
@@ -312,6 +318,24 @@ def test_configs_quire_cannot_carry_are_named_and_the_rest_carried(
     got = admin.describe_configs([res])[res].result(timeout=30)
     overridden = {k: e.value for k, e in got.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
     assert overridden == {"retention.ms": "123456789", "max.message.bytes": "65536"}, overridden
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(named)])[named].result(30)
+    assert sorted((tp.partition, tp.offset) for tp in offsets.topic_partitions) == [(0, 2), (1, 3)]
+    listed = admin.list_consumer_groups().result(30)
+    assert other not in {g.group_id for g in listed.valid}
+    with pytest.raises(MigrateError, match=f"no such consumer group on the source: {re.escape(topic)}-x"):
+        run(Options(kafka, quire.bootstrap, topics=[topic], groups=[f"{topic}-x"]), spark=spark, out=io.StringIO(),
+            err=io.StringIO())
+
+
+@pytest.mark.compat(suite="migrate", client="quire migrate")
+def test_a_topic_with_another_partition_count_on_quire_is_refused(apache_kafka: Target,
+                                                                  quire: StandaloneGateway) -> None:
+    """Offsets only mean the same records if partitions do: refused before anything is copied."""
+    topic = unique("mig-parts")
+    create_topic(apache_kafka.bootstrap, topic, 2)
+    create_topic(quire.bootstrap, topic, 1)
+    with pytest.raises(MigrateError, match=f"topic {topic} has 1 partitions on Quire, 2 on the source"):
+        run(Options(apache_kafka.bootstrap, quire.bootstrap, topics=[topic]), spark=object())
 
 
 def migrate_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -114,3 +114,21 @@ def test_streaming_read_of_a_live_producer_written_with_write_stream(spark: Spar
     want = sorted((p, k, v, h) for p, _, k, v, h in consume_all(bs, src, 2))
     assert len(want) == n
     assert sorted((p, k, v, h) for p, _, k, v, h in consume_all(bs, dst, 2)) == want
+
+
+@pytest.mark.compat(suite="spark", client="spark-sql-kafka")
+def test_quire_source_has_the_kafka_source_schema(spark: SparkSession, tmp_path: Path) -> None:
+    """format("quire") gives the very schema (names, types, nullability) of Spark's Kafka source,
+    with and without headers, batch and streaming: a job switches by the format name. Schemas
+    only: nothing is read (no broker, an empty data dir)."""
+    import pipeline
+
+    pipeline.register(spark)
+    (tmp_path / "meta").mkdir()
+    for headers in ("false", "true"):
+        for read in (spark.read, spark.readStream):
+            kafka = (read.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:1")
+                     .option("subscribe", "t").option("includeHeaders", headers).load())
+            quire = (read.format("quire").option("quire.meta", str(tmp_path)).option("subscribe", "t")
+                     .option("includeHeaders", headers).load())
+            assert quire.schema == kafka.schema, (headers, quire.schema, kafka.schema)

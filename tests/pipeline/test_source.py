@@ -7,6 +7,7 @@ checkpoint reads every record once. One Spark session (local[2]) for the whole m
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import random
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 import pipeline  # noqa: E402
 from compat_tests.support.spark import shared_session  # noqa: E402
 from gateway.cluster.inspect import topics as list_topics  # noqa: E402
-from pipeline.logs import Quire, Slice  # noqa: E402
+from pipeline.logs import LedgerSpan, Quire, Slice  # noqa: E402
 from pipeline.options import meta_url  # noqa: E402
 from store.ledger.errors import NoSuchLedgerError  # noqa: E402
 from tests.gateway.test_offload_clients import admin  # noqa: E402
@@ -221,6 +222,30 @@ def test_offsets_and_filters_prune(spark: SparkSession, rolled: tuple[str, list[
     ts = expected[len(expected) // 2][5]
     since = reader(spark, data_dir, subscribe="rolled", startingTimestamp=str(ts))
     assert since.count() == sum(1 for r in expected if r[1] >= _first_at(expected, r[0], ts))
+
+
+def test_timestamp_filter_prunes_ledgers(spark: SparkSession, rolled: tuple[str, list[Row]]) -> None:
+    """A filter on timestamp, pushed down, skips the ledgers whose newest record is older (each
+    partition's first one here) before any read; rows are still exactly the filter's."""
+    from pyspark.sql import functions as F
+
+    data_dir, expected = rolled
+    spans = asyncio.run(_ledger_spans(meta_url(data_dir), "rolled"))
+    firsts = [ss[0].max_ts for ss in spans.values()]
+    assert all(ts is not None for ts in firsts), spans
+    ts = max(t for t in firsts if t is not None) + 1
+    kept = sum(1 for ss in spans.values() for sp in ss if sp.max_ts is None or sp.max_ts >= ts)
+    assert kept < sum(len(ss) for ss in spans.values())
+    df = reader(spark, data_dir, subscribe="rolled", includeHeaders="true", **{"quire.sliceBytes": "1"})
+    picked = df.where(F.col("timestamp") >= F.lit(dt.datetime.fromtimestamp(ts / 1000, dt.UTC)))
+    assert picked.rdd.getNumPartitions() == kept
+    assert spark_rows(picked) == [r for r in expected if r[5] >= ts]
+
+
+async def _ledger_spans(url: str, topic: str) -> dict[int, list[LedgerSpan]]:
+    async with Quire(url) as q:
+        t = {t.name: t for t in await list_topics(q.meta)}[topic]
+        return {p: (await q.state(t, p)).spans for p in range(t.partitions)}
 
 
 def _first_at(rows: list[Row], partition: int, ts: int) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import signal
@@ -129,7 +130,11 @@ class TopicPlan:
 def _admin(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "client.id": "quire-migrate"})
+    # librdkafka's own log lines through Python's logging (quire's JSON lines, WARNING and up)
+    # rather than raw text on stderr, which carries the progress
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": "quire-migrate",
+                            "logger": logging.getLogger("pipeline.migrate.kafka")}
+    return AdminClient(conf)
 
 
 def _wait(futures: dict[Any, Any]) -> dict[Any, Any]:

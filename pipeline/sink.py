@@ -5,17 +5,23 @@ options and columns (value; optional key, headers, partition, topic; `topic` opt
 Guarantee: exactly once per run for readers with `isolation.level=read_committed`, including
 tasks Spark retries after a failure and speculative attempts. Kafka's own exactly-once pattern
 (as Kafka Streams does it):
-- each write job (and each micro-batch of a stream) has a run id, made on the driver; every
+- each write job (each start of a stream query) has a run id, made on the driver; every
   attempt of one task uses the transactional id `quire-sink-<run>-<partition>` (a stream adds the
-  micro-batch id: `quire-sink-<run>-<batch>-<partition>`), so `init_transactions` fences any
+  micro-batch id, which its tasks read from Spark's `streaming.sql.batchId` task property:
+  `quire-sink-<run>-<batch>-<partition>`), so `init_transactions` fences any
   earlier attempt of the task and aborts its open transaction;
-- a task writes all its rows in one transaction and commits, in that same transaction, a marker
-  offset (partition 0 of the first row's topic) for the consumer group named like its
-  transactional id: the rows and the marker become visible together or not at all;
-- every attempt, once it has fenced the earlier ones, looks for the marker first: if an earlier
-  attempt committed (it failed after its commit, or it is a speculative twin), it writes nothing.
-Only one attempt of a task can commit: a commit needs the attempt unfenced, and any attempt that
-starts later sees its marker.
+- a task attempt writes its rows in one transaction and commits, in that same transaction, a
+  marker offset (on partition 0 of the first row's topic) for the consumer group named like its
+  transactional id: the offset is the count of the task's rows committed so far, the metadata
+  their digest. Rows and marker become visible together or not at all;
+- every attempt, once it has fenced the earlier ones, reads the marker and skips that many rows
+  (failing if their digest differs), then writes the rest. A retry of a task whose earlier
+  attempt committed everything (it failed after its commit, or it is a speculative twin) writes
+  nothing. A committed prefix is no corner case: when a task fails upstream of the writer (a UDF
+  raising), Spark ends the writer's input cleanly, so that attempt commits the rows it got.
+Only one attempt at a time can commit: a commit needs the attempt unfenced, and an attempt that
+starts later reads its marker. Every attempt of a task must get the same rows in the same order
+(Spark's own assumption when it recomputes a partition); an attempt that sees otherwise fails.
 
 What it does not give: readers with `read_uncommitted` (the default for most clients) may see
 the rows of an aborted attempt; re-running a job (or restarting a stream, which makes a new run

@@ -134,12 +134,12 @@ def test_spark_workers_import_only_what_the_source_needs() -> None:
     assert loaded.stdout.split() == []
 
 
-def test_max_bytes_per_second_option() -> None:
-    o = parse({"quire.meta": "/d", "subscribe": "a", "QUIRE.maxBytesPerSecond": "1048576"}, streaming=False)
+def test_max_bytes_per_second_option(data_dir: str) -> None:
+    o = parse({"quire.meta": data_dir, "subscribe": "a", "QUIRE.maxBytesPerSecond": "1048576"}, streaming=False)
     assert o.max_bytes_per_second == 1 << 20
-    assert parse({"quire.meta": "/d", "subscribe": "a"}, streaming=False).max_bytes_per_second is None
+    assert parse({"quire.meta": data_dir, "subscribe": "a"}, streaming=False).max_bytes_per_second is None
     with pytest.raises(OptionError, match=re.escape("'quire.maxBytesPerSecond', must be a positive integer")):
-        parse({"quire.meta": "/d", "subscribe": "a", "quire.maxBytesPerSecond": "fast"}, streaming=False)
+        parse({"quire.meta": data_dir, "subscribe": "a", "quire.maxBytesPerSecond": "fast"}, streaming=False)
 
 
 def test_pace_waits_until_the_bytes_read_are_due(monkeypatch: pytest.MonkeyPatch) -> None:

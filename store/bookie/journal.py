@@ -157,6 +157,11 @@ def pad_record(offset: int) -> bytes:
     return encode_record(REC_PAD, _ZEROS[:n])
 
 
+def _head() -> bytes:
+    """A preallocating journal's file head: the magic, then a pad to the first page boundary."""
+    return MAGIC + pad_record(len(MAGIC))
+
+
 def fill_spare(directory: Path, size: int) -> Path:
     """Write the next journal file under the spare's name: the header, a pad to the first page
     boundary, zeros up to `size`; synced, and out of the page cache (appends write whole pages,
@@ -164,7 +169,7 @@ def fill_spare(directory: Path, size: int) -> Path:
     path = directory / _SPARE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        head = MAGIC + pad_record(len(MAGIC))
+        head = _head()
         os.write(fd, head)
         written = len(head)
         while written < size:
@@ -310,14 +315,14 @@ class Journal:
             self._spare = None
             os.rename(spare.result(), path)
             fd = os.open(path, os.O_WRONLY)
-            offset = os.lseek(fd, len(MAGIC) + len(pad_record(len(MAGIC))), os.SEEK_SET)
+            offset = os.lseek(fd, len(_head()), os.SEEK_SET)
         else:
             # No spare ready (the first file, or rolls faster than the fill): a growing file.
             if spare is not None and spare.done():
                 log.warning("journal preallocation failed: %s", spare.exception())
                 self._spare = None
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            head = MAGIC + pad_record(len(MAGIC)) if self._spare_pool is not None else MAGIC
+            head = _head() if self._spare_pool is not None else MAGIC
             os.write(fd, head)
             os.fdatasync(fd)
             offset = len(head)

@@ -213,8 +213,10 @@ async def test_rolls_go_into_preallocated_files_written_a_page_at_a_time(
         sizes.setdefault(fid, set()).add(path.stat().st_size)
     await j.close()
     assert not (tmp_path / jr._SPARE).exists() or len(sizes) > 1
-    preallocated = [fid for fid, seen in sizes.items() if seen == {size}]
-    assert len(preallocated) >= 3, sizes  # every file after the first: its size never changed
+    # Every file after the first starts at its full size; only a last batch past the roll point
+    # may extend it.
+    preallocated = [fid for fid, seen in sizes.items() if min(seen) == size]
+    assert len(preallocated) >= 3, sizes
     assert min(preallocated) == min(sizes) + 1
     with caplog.at_level("WARNING", logger="store.bookie.journal"):
         assert [p for _, p in _collect(tmp_path)] == payloads

@@ -81,10 +81,10 @@ CLEANER_LEDGERS = Counter("quire_log_cleaner_ledgers", "Ledgers rewritten by the
 CLEANER_CLEAN_TIME = Gauge("kafka_log_logcleaner_max_clean_time_secs", "Duration of the last cleaning pass")
 
 
-def bytes_in(topic: str, records: memoryview | None) -> None:
-    """A produced partition batch accepted for appending."""
-    if records is not None:
-        BYTES_IN.labels(topic).inc(records.nbytes)
+def bytes_in(by_topic: dict[str, int]) -> None:
+    """Record bytes of a Produce request's batches accepted for appending, by topic."""
+    for topic, n in by_topic.items():
+        BYTES_IN.labels(topic).inc(n)
 
 
 def produce_answered(by_topic: dict[Any, list[Any]]) -> None:

@@ -203,22 +203,25 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
     transactional = {(plog.topic.name, plog.partition): (plog, records)
                      for _, _, records, _, plog in todo if records is not None and _is_transactional(records)}
     verified = await _verify_transactional(ctx, req.transactional_id, transactional) if transactional else {}
+    accepted: dict[str, int] = {}  # topic -> bytes accepted, counted once per topic
     for topic, index, records, info, plog in todo:
         try:
             guard = verified.get((plog.topic.name, plog.partition))
             if isinstance(guard, KafkaApiError):
                 raise guard
+            settings = info.produce_settings
             fut = plog.append(
                 records,
                 api_version=version,
-                max_message_bytes=info.config_int("max.message.bytes"),
-                log_append_time=info.config("message.timestamp.type") == "LogAppendTime",
-                timestamp_before_max_ms=info.config_int("message.timestamp.before.max.ms"),
-                timestamp_after_max_ms=info.config_int("message.timestamp.after.max.ms"),
+                max_message_bytes=settings.max_message_bytes,
+                log_append_time=settings.log_append_time,
+                timestamp_before_max_ms=settings.timestamp_before_max_ms,
+                timestamp_after_max_ms=settings.timestamp_after_max_ms,
                 verification_guard=guard,
-                compacted=info.compacted,
+                compacted=settings.compacted,
             )
-            bytes_in(info.name, records)
+            if records is not None:
+                accepted[info.name] = accepted.get(info.name, 0) + records.nbytes
         except RecordValidationError as e:
             slots.append((topic, index, _record_errors(index, e)))
             continue
@@ -226,6 +229,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
             slots.append((topic, index, _error(index, _topic_error(e.error_code, version), e.message)))
             continue
         slots.append((topic, index, fut))
+    bytes_in(accepted)
     # Sequenced: the connection's next request may start; only a next Produce overlaps our wait.
     ctx.effects_applied(durability_pending=True)
     pending = [s[2] for s in slots if isinstance(s[2], asyncio.Future)]

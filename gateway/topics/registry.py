@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gateway import paths
 from gateway.errors import KafkaApiError
@@ -42,6 +44,16 @@ log = logging.getLogger(__name__)
 # After a failed refresh (metadata store unreachable): the watches are re-armed by the retry.
 REFRESH_BACKOFF = Backoff(initial=0.5, maximum=5.0)
 MAX_PARTITIONS = 10_000  # a sanity cap: Kafka has none, but one request must not create millions
+
+
+class ProduceSettings(NamedTuple):
+    """The topic configs every produced batch is checked against."""
+
+    max_message_bytes: int
+    log_append_time: bool
+    timestamp_before_max_ms: int
+    timestamp_after_max_ms: int
+    compacted: bool
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,17 @@ class TopicInfo:
     def deletes(self) -> bool:
         """cleanup.policy includes delete: retention.ms / retention.bytes apply."""
         return "delete" in (p.strip() for p in self.config("cleanup.policy").split(","))
+
+    @functools.cached_property
+    def produce_settings(self) -> ProduceSettings:
+        """Parsed once per topic version (a config change makes a new TopicInfo), not per batch."""
+        return ProduceSettings(
+            max_message_bytes=self.config_int("max.message.bytes"),
+            log_append_time=self.config("message.timestamp.type") == "LogAppendTime",
+            timestamp_before_max_ms=self.config_int("message.timestamp.before.max.ms"),
+            timestamp_after_max_ms=self.config_int("message.timestamp.after.max.ms"),
+            compacted=self.compacted,
+        )
 
     def to_bytes(self, created_ms: int | None = None) -> bytes:
         doc: dict[str, object] = {

@@ -170,9 +170,10 @@ def rate_limited_p99(bootstrap: str, topic: str, mbps: float, seconds: float,
     if m is None:
         raise RuntimeError(f"unexpected kafka-producer-perf-test output:\n{out}")
     busy, stolen, total = (a - b for a, b in zip(cpu_ticks(), before))
-    print(f"  producer run: p99 {m[1]} ms; machine CPU {busy / max(total, 1):.0%} busy, "
+    busy_share = busy / max(total, 1)
+    print(f"  producer run: p99 {m[1]} ms; machine CPU {busy_share:.0%} busy, "
           f"{stolen / max(total, 1):.0%} stolen by the host", flush=True)
-    return float(m[1]), busy / max(total, 1)
+    return float(m[1]), busy_share
 
 
 def p99_during(what: str, bootstrap: str, args: argparse.Namespace, load: Callable[[], object]) -> tuple[float, float]:

@@ -22,8 +22,11 @@ On this 2-core machine two nice-19 busy loops raised a 20 MB/s producer's p99 fr
 to 1.5-1.8 s (and it fell behind its rate), the same loops under SCHED_IDLE left it at 92-148 ms.
 
 Then a producer at a fixed rate on Quire (kafka-producer-perf-test --throughput, acks=all, its
-steady-state p99 after 5 s of warm-up), alone and during direct scans (a): unbounded, and
-bounded with `quire.maxBytesPerSecond` (--scan-mbps-per-task). The p99 ratio shows how far a
+steady-state p99 after 5 s of warm-up; the JVM options of the fills, whose JIT compiles it
+fully: with the CLI tools' quick-start options it took half a core at 20 MB/s, with these a
+fifth), alone and during direct scans (a): unbounded, and bounded with
+`quire.maxBytesPerSecond` (--scan-mbps-per-task). Alone runs alternate with the loaded ones,
+and each loaded run is compared with the mean of the two alone runs beside it. The p99 ratio shows how far a
 direct scan disturbs the write path. Its topic has --producer-partitions partitions (8, like the
 scanned one): on one partition the perf tool's 16 KiB batches, at most 5 in flight, cap it at
 5 x 16 KiB per quorum write (an fsynced add on 2 of 3 bookies), 8.5 MB/s on a 2-core machine
@@ -41,7 +44,8 @@ Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [s
 Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
 producer_p99_ratio=<n> migrate_MBps=<n> bounded_p99_ratio=<n> busy_loops_p99_ratio=<n>
 producer_alone_cpu_busy_pct=<n>` (producer_p99_ratio: during unbounded scans; bounded_p99_ratio:
-during the bounded ones; the last, how busy the machine's CPU was with the producer alone).
+during the bounded ones; the last, how busy the machine's CPU was with the producer alone, the
+mean over the alone runs).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--producer-s 30]
        [--producer-partitions 8] [--scan-mbps-per-task 50]
@@ -62,7 +66,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.perf_tools import KAFKA_JVM_OPTS, create_topic, producer_perf
+from bench.perf_tools import KAFKA_JVM_OPTS, PERF_JVM_OPTS, create_topic, producer_perf
 from compat_tests.support import kafka_dist
 from compat_tests.support.apache_kafka import start_apache_kafka
 from compat_tests.support.spark import connector_jars, connector_ready
@@ -163,7 +167,7 @@ def rate_limited_p99(bootstrap: str, topic: str, mbps: float, seconds: float,
         "--topic", topic, "--num-records", str(int(rps * (seconds + warmup))), "--record-size", str(RECORD),
         "--throughput", str(rps), "--warmup-records", str(int(rps * warmup)),
         "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
-    ], timeout=600).stdout
+    ], timeout=600, jvm_opts=PERF_JVM_OPTS).stdout
     import re
 
     m = re.search(r"steady state records sent.* (\d+) ms 99th", out)
@@ -290,20 +294,30 @@ def main() -> int:
             bounded = args.scan_mbps_per_task * (1 << 20)
 
             mb = records * RECORD / (1 << 20)
-            alone, alone_busy = rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s)
-            full, full_runs = p99_during("direct scans", gw.bootstrap, args, lambda: scan(spark, quire_df(), records))
-            capped, capped_runs = p99_during("bounded direct scans", gw.bootstrap, args,
-                                             lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records))
-            cpu, _ = p99_during("busy loops", gw.bootstrap, args, busy_loops(2))
-            again, again_busy = rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s)
-            alone, alone_busy = min(alone, again), min(alone_busy, again_busy)
-            ratio, bounded_ratio, cpu_ratio = (full / alone, capped / alone, cpu / alone) if alone > 0 else (nan,) * 3
-            print(f"producer at {args.producer_mbps} MB/s, steady-state p99: {alone:.0f} ms alone (the lower of "
-                  f"two runs); {full:.0f} ms (x{ratio:.2f}) during unbounded direct scans at "
-                  f"{full_runs * mb:.0f} MB/s; {capped:.0f} ms (x{bounded_ratio:.2f}) during direct scans bounded to "
-                  f"{args.scan_mbps_per_task} MB/s a task ({capped_runs * mb:.0f} MB/s); {cpu:.0f} ms "
-                  f"(x{cpu_ratio:.2f}) during two busy loops under SCHED_IDLE that read nothing "
-                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+            # Alone runs between the loaded ones: each loaded run is compared with the mean of the
+            # alone runs either side of it, as the same producer alone drifts over a run (the
+            # store holds more data with each one: its p99 rose from 57 to 198 ms, and from 82 to
+            # 539 ms, over a few runs of a probe with nothing else running).
+            alones = [rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s)]
+            loaded: list[tuple[float, float]] = []
+            for what, load in (
+                ("direct scans", lambda: scan(spark, quire_df(), records)),
+                ("bounded direct scans",
+                 lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records)),
+                ("busy loops", busy_loops(2)),
+            ):
+                loaded.append(p99_during(what, gw.bootstrap, args, load))
+                alones.append(rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s))
+            beside = [(alones[i][0] + alones[i + 1][0]) / 2 for i in range(len(loaded))]
+            (full, full_runs), (capped, capped_runs), (cpu, _) = loaded
+            ratio, bounded_ratio, cpu_ratio = (p / b if b > 0 else nan for (p, _), b in zip(loaded, beside))
+            alone_busy = sum(b for _, b in alones) / len(alones)
+            print(f"producer at {args.producer_mbps} MB/s, steady-state p99 alone: "
+                  f"{', '.join(f'{p:.0f}' for p, _ in alones)} ms; {full:.0f} ms (x{ratio:.2f} the alone runs "
+                  f"beside it) during unbounded direct scans at {full_runs * mb:.0f} MB/s; {capped:.0f} ms "
+                  f"(x{bounded_ratio:.2f}) during direct scans bounded to {args.scan_mbps_per_task} MB/s a task "
+                  f"({capped_runs * mb:.0f} MB/s); {cpu:.0f} ms (x{cpu_ratio:.2f}) during two busy loops under "
+                  f"SCHED_IDLE that read nothing (load {os.getloadavg()[0]:.1f})", flush=True)
             if alone_busy > 0.8:
                 print(f"the producer alone kept the machine's CPU {alone_busy:.0%} busy: with no headroom left, "
                       f"its p99 measures the machine more than the scan (try a lower --producer-mbps)", flush=True)

@@ -26,7 +26,9 @@ import asyncio
 import concurrent.futures
 import ctypes
 import ctypes.util
+import errno
 import logging
+import mmap
 import os
 import random
 import struct
@@ -165,11 +167,15 @@ def _head() -> bytes:
 def fill_spare(directory: Path, size: int) -> Path:
     """Write the next journal file under the spare's name: the header, a pad to the first page
     boundary, zeros up to `size`; synced, and out of the page cache (appends write whole pages,
-    which need no read)."""
+    which need no read). Written with O_DIRECT where the file system takes it: nothing ever
+    reads these zeros, so they skip the page cache (no copy into it of a third of the bytes a
+    bookie writes, and no 64 MB of cache per spare to drop after)."""
     path = directory / _SPARE
+    head = _head()
+    if size % _PAGE == 0 and len(head) % _PAGE == 0 and _fill_direct(path, head, size):
+        return path
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        head = _head()
         os.write(fd, head)
         written = len(head)
         while written < size:
@@ -183,6 +189,40 @@ def fill_spare(directory: Path, size: int) -> Path:
     finally:
         os.close(fd)
     return path
+
+
+def _fill_direct(path: Path, head: bytes, size: int) -> bool:
+    """fill_spare's O_DIRECT way (page-aligned sizes only); False where the platform or the file
+    system refuses O_DIRECT (tmpfs, macOS), for the buffered way."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return False
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | flag, 0o644)
+    except OSError:
+        return False
+    # O_DIRECT needs aligned memory: an anonymous mapping is page-aligned, and zero.
+    buf = mmap.mmap(-1, len(_ZEROS))
+    mv = memoryview(buf)
+    try:
+        try:
+            mv[: len(head)] = head
+            os.write(fd, mv[: len(head)])
+        except OSError as e:
+            if e.errno != errno.EINVAL:  # EINVAL: this file system's O_DIRECT wants other alignment
+                raise
+            return False
+        mv[: len(head)] = bytes(len(head))
+        written = len(head)
+        while written < size:
+            written += os.write(fd, mv[: min(len(mv), size - written)])
+            time.sleep(_FILL_PAUSE)  # a MB at a time: the disk's queue stays short for the journal's syncs
+        os.fdatasync(fd)  # the blocks' allocation: O_DIRECT wrote the data itself
+        return True
+    finally:
+        mv.release()
+        buf.close()
+        os.close(fd)
 
 
 def encode_record(rtype: int, payload: bytes | memoryview) -> bytes:

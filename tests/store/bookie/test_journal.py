@@ -254,3 +254,40 @@ async def test_a_spare_left_by_a_crash_is_removed_on_open(tmp_path: Path) -> Non
     await j.close()
     assert [fid for fid, _ in jr.journal_files(tmp_path)] == [0]
     assert _collect(tmp_path) == [(jr.REC_FENCE, struct.pack(">q", 1))]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["o_direct", "refused"])
+def test_a_spare_is_the_head_then_zeros_with_or_without_o_direct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    flags: list[int] = []
+    real_open = os.open
+
+    def watching_open(path: object, flag: int, *a: object) -> int:
+        flags.append(flag)
+        if not direct and flag & getattr(os, "O_DIRECT", 0):
+            raise OSError(22, "Invalid argument")  # as on a file system without O_DIRECT
+        return real_open(path, flag, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(jr.os, "open", watching_open)
+    size = 3 << 20
+    path = jr.fill_spare(tmp_path, size)
+    data = path.read_bytes()
+    head = jr._head()
+    assert len(data) == size and data[: len(head)] == head and not any(data[len(head) :])
+    used_direct = [bool(f & getattr(os, "O_DIRECT", 0)) for f in flags]
+    if direct and hasattr(os, "O_DIRECT"):
+        assert used_direct == [True]  # the buffered way was not needed
+    else:
+        assert used_direct[-1] is False  # written the buffered way
+
+
+async def test_rolled_files_replay_after_o_direct_spares(tmp_path: Path) -> None:
+    j = jr.Journal(tmp_path, max_file_size=1 << 20)
+    j.open(after_file_id=-1)
+    payloads = [bytes([i % 251]) * 20_000 for i in range(200)]  # about four files
+    for p in payloads:
+        await j.append(jr.REC_FENCE, p)  # replay hands back any record type's payload as written
+    await j.close()
+    assert len(jr.journal_files(tmp_path)) >= 3
+    assert [p for _, p in _collect(tmp_path)] == payloads

@@ -95,9 +95,12 @@ def scan(spark: Any, make_df: Callable[[], Any], records: int) -> float:
     return records * RECORD / (1 << 20) / took
 
 
-def cpu_seconds(roots: list[int]) -> float:
-    """CPU time (user + system) of these processes and all their descendants, from /proc;
-    with the children they reaped (Spark's short-lived Python planning workers)."""
+Snapshot = dict[int, tuple[int, int]]  # pid: (parent pid, CPU ticks with its reaped children's)
+
+
+def cpu_snapshot(roots: list[int]) -> Snapshot:
+    """These processes and all their descendants, from /proc: each one's parent and CPU ticks
+    (user + system, its own and those of the children it reaped)."""
     parent: dict[int, int] = {}
     ticks: dict[int, int] = {}
     for d in os.listdir("/proc"):
@@ -110,14 +113,25 @@ def cpu_seconds(roots: list[int]) -> float:
             continue
         parent[int(d)] = int(fields[1])
         ticks[int(d)] = sum(int(v) for v in fields[11:15])
-    want, total = set(roots), 0
+    want, out = set(roots), {}
     for pid in ticks:
         p = pid
         while p > 1 and p not in want:
             p = parent.get(p, 0)
         if p in want:
-            total += ticks[pid]
-    return total / os.sysconf("SC_CLK_TCK")
+            out[pid] = (parent[pid], ticks[pid])
+    return out
+
+
+def cpu_between(before: Snapshot, after: Snapshot) -> float:
+    """CPU seconds the process tree used between two snapshots. A process gone by `after` whose
+    parent reaped it brought its whole time into the parent's (so its time before is taken off
+    again); one reparented elsewhere (its parent gone too) takes the time it used since with it.
+    Spark's Python workers come and go: a plain difference of totals lost the time of those that
+    exited, and came out negative."""
+    used = sum(t - before.get(pid, (0, 0))[1] for pid, (_, t) in after.items())
+    used -= sum(t for pid, (ppid, t) in before.items() if pid not in after and ppid in after)
+    return used / os.sysconf("SC_CLK_TCK")
 
 
 def measured_scan(name: str, spark: Any, make_df: Callable[[], Any], records: int,
@@ -126,10 +140,10 @@ def measured_scan(name: str, spark: Any, make_df: Callable[[], Any], records: in
     scan(spark, warm, WARM_RECORDS)
     best, cpu = 0.0, {}
     for _ in range(2):
-        before = {g: cpu_seconds(pids) for g, pids in groups.items()}
+        before = {g: cpu_snapshot(pids) for g, pids in groups.items()}
         mbps = scan(spark, make_df, records)
         if mbps > best:
-            best, cpu = mbps, {g: cpu_seconds(pids) - before[g] for g, pids in groups.items()}
+            best, cpu = mbps, {g: cpu_between(before[g], cpu_snapshot(pids)) for g, pids in groups.items()}
     gib = records * RECORD / (1 << 30)
     where = ", ".join(f"{g} {v / gib:.1f}" for g, v in cpu.items())
     print(f"{name}: {best:.1f} MB/s (CPU s/GiB: {where}; load {os.getloadavg()[0]:.1f})", flush=True)

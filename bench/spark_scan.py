@@ -95,14 +95,14 @@ def scan(spark: Any, make_df: Callable[[], Any], records: int) -> float:
     return records * RECORD / (1 << 20) / took
 
 
-Snapshot = dict[int, tuple[int, int]]  # pid: (parent pid, CPU ticks with its reaped children's)
+Snapshot = dict[int, tuple[int, int, int]]  # pid: (parent pid, own CPU ticks, reaped children's)
 
 
 def cpu_snapshot(roots: list[int]) -> Snapshot:
     """These processes and all their descendants, from /proc: each one's parent and CPU ticks
-    (user + system, its own and those of the children it reaped)."""
+    (user + system), its own and those of the children it reaped."""
     parent: dict[int, int] = {}
-    ticks: dict[int, int] = {}
+    ticks: dict[int, tuple[int, int]] = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -112,25 +112,35 @@ def cpu_snapshot(roots: list[int]) -> Snapshot:
         except OSError:
             continue
         parent[int(d)] = int(fields[1])
-        ticks[int(d)] = sum(int(v) for v in fields[11:15])
+        ticks[int(d)] = (int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
     want, out = set(roots), {}
     for pid in ticks:
         p = pid
         while p > 1 and p not in want:
             p = parent.get(p, 0)
         if p in want:
-            out[pid] = (parent[pid], ticks[pid])
+            out[pid] = (parent[pid], *ticks[pid])
     return out
 
 
 def cpu_between(before: Snapshot, after: Snapshot) -> float:
-    """CPU seconds the process tree used between two snapshots. A process gone by `after` whose
-    parent reaped it brought its whole time into the parent's (so its time before is taken off
-    again); one reparented elsewhere (its parent gone too) takes the time it used since with it.
-    Spark's Python workers come and go: a plain difference of totals lost the time of those that
-    exited, and came out negative."""
-    used = sum(t - before.get(pid, (0, 0))[1] for pid, (_, t) in after.items())
-    used -= sum(t for pid, (ppid, t) in before.items() if pid not in after and ppid in after)
+    """CPU seconds the process tree used between two snapshots. A process gone by `after` took
+    its whole time into its parent's reaped-children ticks, if the parent waited for it: that
+    much of its time before is taken off again. PySpark's worker daemon ignores SIGCHLD, so the
+    time of a Python worker that exits goes nowhere: a plain difference of totals lost all of
+    it, and printed negative; here what such a worker used since `before` is lost (it reads low,
+    never below zero)."""
+    used = 0
+    for pid, (_, own, kids) in after.items():
+        _, own0, kids0 = before.get(pid, (0, 0, 0))
+        used += own + kids - own0 - kids0
+    gone: dict[int, int] = {}
+    for pid, (ppid, own, kids) in before.items():
+        if pid not in after and ppid in after:
+            gone[ppid] = gone.get(ppid, 0) + own + kids
+    for ppid, t in gone.items():
+        reaped = after[ppid][2] - before.get(ppid, (0, 0, 0))[2]
+        used -= min(t, max(0, reaped))
     return used / os.sysconf("SC_CLK_TCK")
 
 

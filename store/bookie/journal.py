@@ -177,12 +177,8 @@ def fill_spare(directory: Path, size: int) -> Path:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, head)
-        written = len(head)
-        while written < size:
-            n = os.write(fd, memoryview(_ZEROS)[: min(len(_ZEROS), size - written)])
-            start_writeback(fd, written, n)  # a stream of writes, not one burst at the fdatasync
-            written += n
-            time.sleep(_FILL_PAUSE)  # a MB at a time: the disk's queue stays short for the journal's syncs
+        # start_writeback: a stream of writes, not one burst at the fdatasync
+        _write_zeros(fd, len(head), size, memoryview(_ZEROS), start_writeback)
         os.fdatasync(fd)
         if hasattr(os, "posix_fadvise"):  # not on macOS
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -213,16 +209,25 @@ def _fill_direct(path: Path, head: bytes, size: int) -> bool:
                 raise
             return False
         mv[: len(head)] = bytes(len(head))
-        written = len(head)
-        while written < size:
-            written += os.write(fd, mv[: min(len(mv), size - written)])
-            time.sleep(_FILL_PAUSE)  # a MB at a time: the disk's queue stays short for the journal's syncs
+        _write_zeros(fd, len(head), size, mv, None)
         os.fdatasync(fd)  # the blocks' allocation: O_DIRECT wrote the data itself
         return True
     finally:
         mv.release()
         buf.close()
         os.close(fd)
+
+
+def _write_zeros(fd: int, written: int, size: int, zeros: memoryview,
+                 after: Callable[[int, int, int], object] | None) -> None:
+    """fill_spare's zeros from `written` up to `size`, a buffer's worth at a time; after(fd,
+    offset, n) follows each write."""
+    while written < size:
+        n = os.write(fd, zeros[: min(len(zeros), size - written)])
+        if after is not None:
+            after(fd, written, n)
+        written += n
+        time.sleep(_FILL_PAUSE)  # a MB at a time: the disk's queue stays short for the journal's syncs
 
 
 def encode_record(rtype: int, payload: bytes | memoryview) -> bytes:

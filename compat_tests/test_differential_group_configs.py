@@ -13,13 +13,11 @@ from compat_tests.support.allowlist import Differences
 from compat_tests.support.clients import unique
 from compat_tests.support.differential import Observations, run_both
 from compat_tests.support.targets import Target
-from compat_tests.support.wire import Wire
-from kafka_wire.messages.describe_configs import DescribeConfigsRequest
+from compat_tests.support.wire import GROUP_RESOURCE, Wire
 from kafka_wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 
 pytestmark = pytest.mark.compat(suite="differential", client="raw protocol")
 
-GROUP_RESOURCE = 32
 SET, DELETE = 0, 1
 REFUSED: tuple[dict[str, str], ...] = (
     {"streams.num.standby.replicas": "3"},
@@ -63,7 +61,6 @@ def group_configs_scenario(bootstrap: str) -> Observations:
     group = unique("d-gcfg")
     out: Observations = {}
     R = IncrementalAlterConfigsRequest
-    D = DescribeConfigsRequest
     with Wire(bootstrap) as w:
 
         def alter(configs: dict[str, str]) -> tuple[int, str | None]:
@@ -74,13 +71,15 @@ def group_configs_scenario(bootstrap: str) -> Observations:
 
         for i, configs in enumerate(REFUSED):
             out[f"refused_{i}:{','.join(configs)}"] = alter(configs)
+        applied: dict[str, str] = {}
         for i, configs in enumerate(ACCEPTED):
             out[f"accepted_{i}"] = alter(configs)
+            if out[f"accepted_{i}"][0] == 0:
+                applied.update(configs)
+        w.wait_group_configs(group, applied)
         # The group altered above, and one never altered (the defaults; internal configs hidden).
         for label, name in (("altered", group), ("untouched", unique("d-gcfg-none"))):
-            r = w.call((32, 4), D(include_synonyms=True, resources=[D.DescribeConfigsResource(
-                resource_type=GROUP_RESOURCE, resource_name=name, configuration_keys=DESCRIBED)]))
-            res = r.results[0]
+            res = w.describe_group_configs(name, DESCRIBED, synonyms=True)
             out[f"{label}:describe_error"] = int(res.error_code)
             for c in res.configs:
                 out[f"{label}:{c.name}"] = (c.value, int(c.config_source), bool(c.read_only), int(c.config_type),

@@ -18,7 +18,6 @@ from compat_tests.support.clients import unique
 from compat_tests.support.differential import Observations, run_both
 from compat_tests.support.targets import Target
 from compat_tests.support.wire import RETRIABLE_COORDINATOR, Wire, batch
-from kafka_wire.messages.describe_configs import DescribeConfigsRequest
 from kafka_wire.messages.describe_groups import DescribeGroupsRequest
 from kafka_wire.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest
 from kafka_wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
@@ -69,11 +68,10 @@ def share_group_scenario(bootstrap: str) -> Observations:
                                                                     name="share.record.lock.duration.ms",
                                                                     config_operation=0, value="1000")])]))
         out["alter_group_config_below_min"] = int(r.responses[0].error_code)
-        D = DescribeConfigsRequest
-        r = w.call((32, 4), D(resources=[D.DescribeConfigsResource(
-            resource_type=GROUP_RESOURCE, resource_name=group,
-            configuration_keys=["share.auto.offset.reset", "share.isolation.level"])]))
-        out["describe_group_config"] = sorted((c.name, c.value) for c in r.results[0].configs)
+        if out["alter_group_config"] == 0:
+            w.wait_group_configs(group, {"share.auto.offset.reset": "earliest"})
+        res = w.describe_group_configs(group, ["share.auto.offset.reset", "share.isolation.level"])
+        out["describe_group_config"] = sorted((c.name, c.value) for c in res.configs)
 
         m1, m2 = member_id(), member_id()
 

@@ -45,6 +45,8 @@ DESCRIBE_CONFIGS = (32, 4)
 INCREMENTAL_ALTER_CONFIGS = (44, 1)
 
 TOPIC_RESOURCE = 2
+GROUP_RESOURCE = 32
+GROUP_CONFIG_SOURCE = 8  # DescribeConfigs' source of a config set on the group itself
 RETRIABLE_COORDINATOR = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 
 
@@ -128,6 +130,24 @@ class Wire:
         req = DC(include_synonyms=False, include_documentation=False, resources=[
             DC.DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=topic, configuration_keys=None)])
         return self.call(DESCRIBE_CONFIGS, req).results[0]
+
+    def describe_group_configs(self, group: str, keys: list[str] | None, synonyms: bool = False) -> Any:
+        req = DC(include_synonyms=synonyms, include_documentation=False, resources=[
+            DC.DescribeConfigsResource(resource_type=GROUP_RESOURCE, resource_name=group, configuration_keys=keys)])
+        return self.call(DESCRIBE_CONFIGS, req).results[0]
+
+    def wait_group_configs(self, group: str, wanted: dict[str, str]) -> None:
+        """Wait until the group's describe shows each of `wanted` as set on the group. Kafka's
+        controller answers an alter once committed; the broker applies it from the metadata log
+        a moment later, so a describe right after can still show the old value."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            shown = {c.name: c.value for c in self.describe_group_configs(group, list(wanted)).configs
+                     if int(c.config_source) == GROUP_CONFIG_SOURCE}
+            if all(shown.get(k) == v for k, v in wanted.items()):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"group {group}: configs {wanted} not shown after 30 s")
 
     # -- records ----------------------------------------------------------------------------------
 

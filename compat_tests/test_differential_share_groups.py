@@ -17,7 +17,7 @@ from compat_tests.support.allowlist import Differences
 from compat_tests.support.clients import unique
 from compat_tests.support.differential import Observations, run_both
 from compat_tests.support.targets import Target
-from compat_tests.support.wire import RETRIABLE_COORDINATOR, Wire, batch
+from compat_tests.support.wire import GROUP_RESOURCE, RETRIABLE_COORDINATOR, Wire, batch
 from kafka_wire.messages.describe_groups import DescribeGroupsRequest
 from kafka_wire.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest
 from kafka_wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
@@ -30,7 +30,6 @@ from kafka_wire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 pytestmark = pytest.mark.compat(suite="differential", client="raw protocol")
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3
-GROUP_RESOURCE = 32
 F, A = ShareFetchRequest, ShareAcknowledgeRequest
 
 

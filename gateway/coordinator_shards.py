@@ -212,11 +212,6 @@ class CoordinatorShards(Generic[C]):
     def loaded(self) -> list[C]:
         return [st.coordinator for st in self._shards.values() if st.coordinator.active]
 
-    def loaded_shard(self, shard: int) -> C | None:
-        """The shard's coordinator if this gateway has it loaded."""
-        st = self._shards.get(shard)
-        return st.coordinator if st is not None and st.coordinator.active else None
-
     async def owned_coordinators(self) -> list[C] | None:
         """The loaded coordinators of every shard this gateway owns (activating them); None
         while one is still loading. No topic yet: none."""

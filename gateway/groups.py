@@ -135,12 +135,6 @@ class GroupCoordinators(CoordinatorShards[GroupCoordinator]):
         return GroupCoordinator(shard, self.shard_log(plog), self.config, topics=self._topic_image,
                                 share_config=self.services.config.share)
 
-    def complete_txn_offsets(self, shard: int, producer_id: int, commit: bool) -> None:
-        """A transaction marker was appended to this shard's partition here."""
-        c = self.loaded_shard(shard)
-        if c is not None:
-            c.complete_txn(producer_id, commit)
-
     def on_unload(self, coordinator: GroupCoordinator) -> None:
         self._publisher.forget(set(coordinator.groups))
 

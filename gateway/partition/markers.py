@@ -13,9 +13,10 @@ from kafka_log.txn import MarkerWriter
 from kafka_wire.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from coordinator.group.coordinator import GroupCoordinator
     from gateway.cluster.partitions import PartitionManager
     from gateway.groups import GroupCoordinators
-    from gateway.topics.registry import TopicRegistry
+    from gateway.topics.registry import TopicInfo, TopicRegistry
 
 
 async def write_marker(
@@ -32,14 +33,30 @@ async def write_marker(
     """Append a COMMIT/ABORT marker to one partition; NONE once it is durable, else the
     partition's error as WriteTxnMarkers answers it."""
     try:
-        _, plog = await topics.log(topic, partition)
+        info, plog = await topics.log(topic, partition)
+        shard = await _loaded_group_shard(groups, info, partition) if topic == OFFSETS_TOPIC else None
         await plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, transaction_version)
     except KafkaApiError as e:
         return ErrorCode(e.error_code)
-    if topic == OFFSETS_TOPIC and groups is not None:
+    if shard is not None:
         # the group shard applies (COMMIT) or drops (ABORT) the transaction's pending offsets
-        groups.complete_txn_offsets(partition, producer_id, commit)
+        shard.complete_txn(producer_id, commit)
     return ErrorCode.NONE
+
+
+async def _loaded_group_shard(groups: GroupCoordinators | None, info: TopicInfo, partition: int) -> GroupCoordinator | None:
+    """The group shard of an offsets partition, loaded here, before its marker goes in. As
+    Kafka's group coordinator completes a transaction: a marker appended while the shard
+    replays its log would be in neither the replay (which ends where it began) nor the
+    loaded state, and the transaction's offsets would stay pending until the producer's next
+    marker dropped or applied them as its own. A shard not ready answers as Kafka translates
+    it for the transaction coordinator, NOT_LEADER_OR_FOLLOWER, which retries."""
+    if groups is None:
+        return None
+    try:
+        return await groups.coordinator_of_shard(info, partition)
+    except KafkaApiError as e:
+        raise KafkaApiError(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), f"{info.name}-{partition}: {e}") from e
 
 
 def marker_writer(

@@ -5,7 +5,9 @@ this gateway gets injected."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,17 +15,25 @@ from typing import Any
 
 import pytest
 
+from coordinator.group.config import OFFSETS_TOPIC
+from coordinator.group.coordinator import GroupCoordinator
+from coordinator.group.group import OffsetAndMetadata
+from coordinator.share.config import ShareConfig
 from gateway.context import RequestContext
+from gateway.coordinator_shards import PartitionShardLog
 from gateway.errors import KafkaApiError
+from gateway.groups import GroupCoordinators
 from gateway.handlers.produce import handle_produce
 from gateway.partition.log import PartitionLog
-from gateway.partition.markers import marker_writer
+from gateway.partition.lookup import TopicCache
+from gateway.partition.markers import marker_writer, write_marker
 from gateway.topics.registry import TopicInfo
 from kafka_log.txn import MarkerWriter
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.produce import ProduceRequest
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
+from tests.coordinator.helpers import FAST
 from tests.gateway.test_partition_log import REPL, open_log
 from tests.gateway.test_partition_txn import tbatch
 from tests.store.managed.fakes import FakeLedgerClient
@@ -197,4 +207,70 @@ async def test_the_partitions_of_a_request_are_verified_together(plog: Partition
         assert len(v.calls) == 2 and v.calls[-1][3] == f"{two.name}-1"  # partition 0 is in the transaction now
     finally:
         await other.close()
+        await m.close()
+
+
+class _GatedShardLog(PartitionShardLog):
+    """A shard log whose replay waits for `gate` (a shard caught loading)."""
+
+    def __init__(self, plog: PartitionLog, gate: asyncio.Event) -> None:
+        super().__init__(plog, 1 << 20)
+        self.gate = gate
+
+    async def replay(self) -> AsyncIterator[bytes]:  # type: ignore[override]
+        await self.gate.wait()
+        async for chunk in self.plog.replay():
+            yield chunk
+
+
+async def test_an_offsets_marker_waits_for_its_group_shard_to_load(tmp_path: Path) -> None:
+    """A COMMIT marker on a __consumer_offsets partition whose group shard is still replaying
+    is refused (NOT_LEADER_OR_FOLLOWER: the transaction coordinator retries) and not appended;
+    once the shard is loaded it goes in and the transaction's offsets are committed there. (A
+    marker appended during the replay was in neither the replay nor the loaded state: the
+    offsets stayed pending, and the producer's next ABORT dropped them.)"""
+    m: MetaStore = open_meta(f"embedded://{tmp_path / 'meta'}")
+    await m.start()
+    info = TopicInfo(OFFSETS_TOPIC, uuid.UUID(int=9), 1, {"cleanup.policy": "compact"})
+    plog = await open_log(m, FakeLedgerClient(), info)
+    try:
+        # what the shard's previous owner wrote: offsets in producer 7's open transaction
+        before = GroupCoordinator(0, PartitionShardLog(plog, 1 << 20), FAST)
+        await before.load()
+        tp = ("in", 0)
+        offset = OffsetAndMetadata(offset=5, leader_epoch=-1, metadata="", commit_timestamp=1, expire_timestamp=-1)
+        assert await before.txn_commit_offsets("g", 7, 0, -1, "", None, {tp: offset}) == {tp: ErrorCode.NONE}
+        before.unload()
+
+        async def get_log(t: TopicInfo, partition: int) -> PartitionLog:
+            return plog
+
+        async def get_topic(name: str) -> TopicInfo | None:
+            return info if name == OFFSETS_TOPIC else None
+
+        gate = asyncio.Event()
+        svc: Any = SimpleNamespace(
+            config=SimpleNamespace(offsets_topic_partitions=1, group={}, share=ShareConfig(), message_max_bytes=1 << 20),
+            meta=m, topics=SimpleNamespace(get=get_topic),
+            partitions=SimpleNamespace(get=get_log, log_of=lambda tid, p: plog),
+        )
+
+        class Groups(GroupCoordinators):
+            def shard_log(self, p: PartitionLog) -> PartitionShardLog:
+                return _GatedShardLog(p, gate)
+
+        groups = Groups(svc)
+        groups.load_wait_s = 0.05
+        topics = TopicCache(svc.topics, svc.partitions)
+        end = plog.high_watermark
+        assert await write_marker(topics, groups, OFFSETS_TOPIC, 0, 7, 0, True, 3) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert plog.high_watermark == end  # not appended while the shard replays
+        gate.set()
+        assert await write_marker(topics, groups, OFFSETS_TOPIC, 0, 7, 0, True, 3) == ErrorCode.NONE
+        assert plog.high_watermark == end + 1
+        shard = await groups.coordinator_of_shard(info, 0)
+        assert shard.fetch_offsets("g", [tp], require_stable=True)[1][0].offset == 5
+        await groups.close()
+    finally:
+        await plog.close()
         await m.close()

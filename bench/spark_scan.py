@@ -22,9 +22,12 @@ On this 2-core machine two nice-19 busy loops raised a 20 MB/s producer's p99 fr
 to 1.5-1.8 s (and it fell behind its rate), the same loops under SCHED_IDLE left it at 92-148 ms.
 
 Then a producer at a fixed rate on Quire (kafka-producer-perf-test --throughput, acks=all, its
-steady-state p99 after 5 s of warm-up; the JVM options of the fills, whose JIT compiles it
-fully: with the CLI tools' quick-start options it took half a core at 20 MB/s, with these a
-fifth), alone and during direct scans (a): unbounded, and bounded with
+steady-state p99 after --producer-warmup-s of warm-up; the JVM options of the fills, whose JIT
+compiles it fully: with the CLI tools' quick-start options it took half a core at 20 MB/s, with
+these a fifth once compiled). The warm-up is 30 s because the JIT takes that long here: 15-23 s
+into a run the tool's JVM still took 62% of a core compiling, against 20% at 35-43 s, and on
+this 2-core machine that compiling is what made the p99 of a run with 5 s of warm-up (150 to
+1,263 ms alone in one run; 48 to 78 ms after 30 s). Alone and during direct scans (a): unbounded, and bounded with
 `quire.maxBytesPerSecond` (--scan-mbps-per-task). Alone runs alternate with the loaded ones,
 and each loaded run is compared with the mean of the two alone runs beside it. The p99 ratio shows how far a
 direct scan disturbs the write path. Its topic has --producer-partitions partitions (8, like the
@@ -48,7 +51,7 @@ during the bounded ones; the last, how busy the machine's CPU was with the produ
 mean over the alone runs).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--producer-s 30]
-       [--producer-partitions 8] [--scan-mbps-per-task 50]
+       [--producer-warmup-s 30] [--producer-partitions 8] [--scan-mbps-per-task 50]
 """
 
 from __future__ import annotations
@@ -180,11 +183,11 @@ def normal_priority() -> None:
 
 
 def rate_limited_p99(bootstrap: str, topic: str, mbps: float, seconds: float,
-                     warmup: float = 5.0) -> tuple[float, float]:
+                     warmup: float) -> tuple[float, float]:
     """p99 latency (ms) of kafka-producer-perf-test at a fixed rate in its steady state, and the
     share of the machine's CPU that was busy meanwhile. Steady state: the
-    first `warmup` seconds (the tool's JVM warming up, its first metadata and connections, which
-    otherwise make the p99 of a short run) are left out with --warmup-records."""
+    first `warmup` seconds (the tool's JVM compiling itself, its first metadata and connections,
+    which otherwise make the p99) are left out with --warmup-records."""
     rps = int(mbps * (1 << 20) / RECORD)
     before = cpu_ticks()
     out = kafka_dist.run_tool("kafka-producer-perf-test", [
@@ -209,7 +212,7 @@ def p99_during(what: str, bootstrap: str, args: argparse.Namespace, load: Callab
     is done), and how many times a second it ran."""
     during: list[float] = []
     t = threading.Thread(target=lambda: during.append(
-        rate_limited_p99(bootstrap, "load", args.producer_mbps, args.producer_s)[0]))
+        rate_limited_p99(bootstrap, "load", args.producer_mbps, args.producer_s, args.producer_warmup_s)[0]))
     t0 = time.monotonic()
     t.start()
     runs = 0
@@ -257,7 +260,9 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=2048, help="topic size, MiB")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--producer-mbps", type=float, default=20.0)
-    ap.add_argument("--producer-s", type=float, default=30.0, help="steady-state seconds (after 5 s of warm-up)")
+    ap.add_argument("--producer-s", type=float, default=30.0, help="steady-state seconds (after the warm-up)")
+    ap.add_argument("--producer-warmup-s", type=float, default=30.0,
+                    help="seconds of each producer run left out of its p99 (its JVM's JIT compiling)")
     ap.add_argument("--producer-partitions", type=int, default=8,
                     help="partitions of the producer's topic (one: its 16 KiB batches, 5 in flight, cap it at "
                          "5 x 16 KiB per fsynced quorum write's latency)")
@@ -319,10 +324,11 @@ def main() -> int:
 
             mb = records * RECORD / (1 << 20)
             # Alone runs between the loaded ones: each loaded run is compared with the mean of the
-            # alone runs either side of it, as the same producer alone drifts over a run (the
-            # store holds more data with each one: its p99 rose from 57 to 198 ms, and from 82 to
-            # 539 ms, over a few runs of a probe with nothing else running).
-            alones = [rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s)]
+            # alone runs either side of it, as the same producer alone drifts over a run (19, 20,
+            # 30, then 64 ms at 10 MB/s in one: the store holds more data with each run, and this
+            # VM's vCPUs vary in speed by a quarter from one second to the next).
+            alones = [rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s,
+                                       args.producer_warmup_s)]
             loaded: list[tuple[float, float]] = []
             for what, load in (
                 ("direct scans", lambda: scan(spark, quire_df(), records)),
@@ -331,7 +337,8 @@ def main() -> int:
                 ("busy loops", busy_loops(2)),
             ):
                 loaded.append(p99_during(what, gw.bootstrap, args, load))
-                alones.append(rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s))
+                alones.append(rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s,
+                                               args.producer_warmup_s))
             beside = [(alones[i][0] + alones[i + 1][0]) / 2 for i in range(len(loaded))]
             (full, full_runs), (capped, capped_runs), (cpu, _) = loaded
             ratio, bounded_ratio, cpu_ratio = (p / b if b > 0 else nan for (p, _), b in zip(loaded, beside))

@@ -27,8 +27,8 @@ compiles it fully: with the CLI tools' quick-start options it took half a core a
 these a fifth once compiled). The warm-up is 30 s because the JIT takes that long here: 15-23 s
 into a run the tool's JVM still took 62% of a core compiling, against 20% at 35-43 s, and on
 this 2-core machine that compiling is what made the p99 of a run with 5 s of warm-up (150 to
-1,263 ms alone in one run; 48 to 78 ms after 30 s). Alone and during direct scans (a): unbounded, and bounded with
-`quire.maxBytesPerSecond` (--scan-mbps-per-task). Alone runs alternate with the loaded ones,
+1,263 ms alone in one run; 48 to 78 ms after 30 s). Alone and during direct scans (a):
+unbounded, and bounded with `quire.maxBytesPerSecond` (--scan-mbps-per-task). Alone runs alternate with the loaded ones,
 and each loaded run is compared with the mean of the two alone runs beside it. The p99 ratio shows how far a
 direct scan disturbs the write path. Its topic has --producer-partitions partitions (8, like the
 scanned one): on one partition the perf tool's 16 KiB batches, at most 5 in flight, cap it at

@@ -104,6 +104,7 @@ class Auditor:
         self.clock = clock
         RECOVERY_METRICS.register()
         self._missing_since: dict[str, tuple[float, int]] = {}  # address -> (clock, wall ms)
+        self._audited_at = -math.inf  # the clock as the last audit_bookies() began
         self._rng = random.Random()
 
     async def run(self) -> None:
@@ -117,13 +118,17 @@ class Auditor:
         # interval for the cluster, not one per election).
         last_check_ms = (await marks.read_stats(self.meta)).get("last_check_ms", 0)
         next_check = next_audit + max(last_check_ms / 1000 + self.check_interval_s - self.clock.time(), 0.0)
+        # When the first grace period under way ends, as of the last audit (which saw it start).
+        # Taken then, not at each poll: a poll saw only ends still ahead, so missed the one just
+        # passed and left the lost bookie's ledgers to the periodic audit (interval_s later).
+        grace_end = math.inf
         while True:
             try:
                 alive = set(await self.meta.children(layout.BOOKIES_AVAILABLE))
             except NoNodeError:
                 alive = set()
             now = self.clock.monotonic()
-            if alive != seen or now >= next_audit or now >= self._next_grace_end():
+            if alive != seen or now >= next_audit or now >= grace_end:
                 seen = alive
                 marked = await self.audit_bookies()
                 if now >= next_check:
@@ -133,13 +138,15 @@ class Auditor:
                 if marked:
                     log.info("auditor marked %d ledgers under-replicated", marked)
                 next_audit = self.clock.monotonic() + self.interval_s
+                grace_end = self._next_grace_end()
             UNDER_REPLICATED_LEDGERS.set(len(await marks.marked_ledgers(self.meta)))
             await self.clock.sleep(self.poll_s)
 
     def _next_grace_end(self) -> float:
-        """When the next missing bookie's grace period ends (inf: none pending)."""
-        now = self.clock.monotonic()
-        ends = [since + self.delay_s for since, _ in self._missing_since.values() if since + self.delay_s > now]
+        """When the first grace period the last audit found under way ends (inf: none), even
+        if that is past by now (an audit is then due at once)."""
+        audited = self._audited_at
+        ends = [since + self.delay_s for since, _ in self._missing_since.values() if since + self.delay_s > audited]
         return min(ends, default=math.inf)
 
     async def audit_bookies(self) -> int:
@@ -151,6 +158,7 @@ class Auditor:
             alive = set()
         leaving = await marks.decommissioned(self.meta)
         now, wall = self.clock.monotonic(), int(self.clock.time() * 1000)
+        self._audited_at = now
         ledgers = await all_ledgers(self.env)
         named = {a for md in ledgers for a in md.bookies()}
         for addr in list(self._missing_since):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -97,6 +98,34 @@ async def test_auditor_marks_after_grace_and_worker_rereplicates_closed_ledgers(
     for md in ledgers:
         assert await read_all(m, md.ledger_id) == [payload(md.ledger_id, i) for i in range(200)]
     await lc.close()
+
+
+async def test_running_auditor_marks_when_the_grace_period_ends_not_at_its_next_periodic_audit(
+    bookie_cluster: Any, meta: tuple[str, MetaStore]
+) -> None:
+    url, m = meta
+    procs = {b.address: b for b in await bookie_cluster(4, url)}
+    lc = LedgerClient(m)
+    w = await write_ledger(lc, 20)
+    victim = sorted((await lc.metadata(w.ledger_id)).bookies())[0]
+    procs[victim].kill()
+    await eventually(lambda: gone(m, victim))
+    # Its polls (every 0.2 s) fall on either side of the grace period's end (1 s after the first
+    # audit saw the bookie gone); the periodic audit is an hour away.
+    auditor = Auditor(lc.env, "test-auditor", delay_s=1.0, interval_s=3600.0, poll_s=0.2)
+    task = asyncio.create_task(auditor.run())
+    try:
+        await eventually(lambda: _marked(m), within=30, what="the lost bookie's ledger marked")
+        assert await marks.marked_ledgers(m) == [w.ledger_id]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await lc.close()
+
+
+async def _marked(m: MetaStore) -> bool:
+    return await marks.marked_ledgers(m) != []
 
 
 async def test_tail_recovery_moves_the_tail_off_a_gone_bookie(

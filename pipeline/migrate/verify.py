@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import time
 from dataclasses import dataclass
 
-POLL_S = 10.0
+STALL_S = 10.0  # no record nor end of partition for this long: the side is stuck
+# One consume() call: librdkafka's returns at BATCH messages or at its timeout, never earlier (a
+# partition's end included), so a long one made every partition shorter than BATCH wait it out.
+WAIT_S = 0.2
 BATCH = 2000
 _Q = struct.Struct(">qbqi")
 
@@ -53,11 +57,15 @@ def digest_partition(task: DigestTask) -> Digest:
         try:
             c.assign([TopicPartition(task.topic, task.partition, OFFSET_BEGINNING)])
             done = False
+            progress = time.monotonic()
             while not done:
-                msgs = c.consume(BATCH, POLL_S)
+                msgs = c.consume(BATCH, WAIT_S)
                 if not msgs:
-                    raise TimeoutError(f"{task.side} {task.topic}-{task.partition}: no records for {POLL_S} s "
-                                       f"at offset {last + 1} (expected up to {task.end})")
+                    if time.monotonic() - progress >= STALL_S:
+                        raise TimeoutError(f"{task.side} {task.topic}-{task.partition}: no records for {STALL_S:g} s "
+                                           f"at offset {last + 1} (expected up to {task.end})")
+                    continue
+                progress = time.monotonic()
                 for m in msgs:
                     err = m.error()
                     if err is not None:

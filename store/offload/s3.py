@@ -25,8 +25,11 @@ class S3Backend:
         access_key: str | None = None,
         secret_key: str | None = None,
         max_connections: int = 16,
+        max_attempts: int = 8,
         create_bucket: bool = True,
     ) -> None:
+        """max_attempts: boto3's tries of one call (its standard retry mode) before the caller
+        sees the error; the offloader retries a failed ledger on its own, with its own backoff."""
         import boto3
         from botocore.config import Config
 
@@ -34,7 +37,7 @@ class S3Backend:
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         cfg = Config(
             max_pool_connections=max_connections,
-            retries={"max_attempts": 8, "mode": "standard"},  # 500s/503s under load are retryable
+            retries={"max_attempts": max_attempts, "mode": "standard"},  # 500s/503s under load are retryable
             connect_timeout=5,
             read_timeout=30,
             s3={"addressing_style": "path"},

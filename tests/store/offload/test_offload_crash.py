@@ -22,6 +22,8 @@ from store.meta.api import MetaStore
 from store.offload import make_tier
 from store.offload.crash import ENV
 from store.offload.offloader import Offloader, cleanup
+from store.offload.s3 import S3Backend
+from store.offload.tier import Tier
 from tests.store.offload.conftest import tier_settings
 from tests.store.offload.offload_proc import CFG, payload
 from tests.store.offload.test_offload_real import read_all
@@ -87,8 +89,11 @@ async def test_tier_down_while_offloading_retries_and_appends_go_on(
 ) -> None:
     await bookie_cluster(3, meta_url)
     meta, client = store
-    tier = make_tier(tier_settings("s3", tmp_path, seaweed))
-    assert tier is not None
+    s = tier_settings("s3", tmp_path, seaweed)
+    # One try per call: boto3's own retries (8, backing off up to 20 s each) would make each failed
+    # pass last a minute; the offloader's retries are what this test is about.
+    tier = Tier(S3Backend(s.s3_bucket, endpoint=s.s3_endpoint, prefix=s.s3_prefix, access_key=s.s3_access_key,
+                          secret_key=s.s3_secret_key, max_attempts=1))
     off = Offloader(tier, deletion_lag_ms=3_600_000)
     cfg = LogConfig(ensemble_size=3, write_quorum=2, ack_quorum=2, max_entries=20, retention_ms=-1,
                     offload=True, offload_bytes=0)

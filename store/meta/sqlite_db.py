@@ -29,6 +29,7 @@ from store.meta.paths import ancestors, parent_of
 
 T = TypeVar("T")
 
+DB_FILE = "meta.db"  # in the store's directory
 BUSY_TIMEOUT_MS = 5000
 # Change-log entries older than this are trimmed; a reader that lags longer has lost its
 # session long before (session timeouts are seconds).
@@ -86,7 +87,7 @@ class MetaDb:
     def __init__(self, directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
         self._c = sqlite3.connect(
-            os.path.join(directory, "meta.db"),
+            os.path.join(directory, DB_FILE),
             isolation_level=None,
             check_same_thread=False,
             timeout=BUSY_TIMEOUT_MS / 1000,

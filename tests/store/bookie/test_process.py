@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,8 @@ from store.bookie import journal as jr
 from store.bookie.client import BookieClient
 from store.bookie.entry import pack_entry
 from store.bookie.errors import FencedError, NoEntryError
-from tests.support.bookies import BookieCluster, BookieProcess, start_bookies, stop_all
+from tests.support.bookies import BookieCluster, start_bookies, stop_all
+from tests.support.embedded_meta import db_file, stop_outside_write
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +130,11 @@ async def test_swapped_dirs_are_refused(bookie_cluster: BookieCluster, meta_url:
 async def test_bookie_exits_when_its_metadata_session_is_lost(bookie_cluster: BookieCluster, meta_url: str) -> None:
     (b,) = await bookie_cluster(1, meta_url)
     meta = await bookie_cluster.meta(meta_url)
-    await asyncio.to_thread(_freeze_outside_a_metadata_write, b, meta_url)
+    # Frozen past the 10 s session timeout: it can no longer be trusted as alive.
+    if meta_url.startswith("embedded://"):
+        await asyncio.to_thread(stop_outside_write, b.stop, b.cont, db_file(meta_url))
+    else:
+        b.stop()
     deadline = asyncio.get_running_loop().time() + 60
     while await meta.exists(layout.bookie_available(b.address)) is not None:
         assert asyncio.get_running_loop().time() < deadline, "ephemeral node outlived the session"
@@ -138,33 +142,6 @@ async def test_bookie_exits_when_its_metadata_session_is_lost(bookie_cluster: Bo
     b.cont()
     assert await asyncio.to_thread(b.wait_exit, 60) == 3
     assert "session lost" in b.output()
-
-
-def _freeze_outside_a_metadata_write(b: BookieProcess, meta_url: str) -> None:
-    """SIGSTOP b (frozen past the 10 s session timeout: it can no longer be trusted as alive),
-    but not inside a write to the embedded store: frozen there it holds SQLite's write lock, and
-    every other writer, the reaping of its session included, waits until it resumes (the
-    README's limitation of that store), which is not what this test is about."""
-    db = meta_url.removeprefix("embedded://") + "/meta.db" if meta_url.startswith("embedded://") else None
-    for _ in range(20):
-        b.stop()
-        if db is None or _write_lock_free(db):
-            return
-        b.cont()
-    raise AssertionError("the bookie was inside a metadata write each of 20 times it was frozen")
-
-
-def _write_lock_free(db: str) -> bool:
-    """Whether a write transaction can start within a second (a live writer's ends in far less)."""
-    c = sqlite3.connect(db, timeout=1.0, isolation_level=None)
-    try:
-        c.execute("BEGIN IMMEDIATE")
-        c.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        c.close()
 
 
 def test_sync_start_bookies(meta_url: str, tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from store.meta.api import EventType, SessionExpiredError, WatchEvent
 from store.meta.embedded import EmbeddedMetaStore, parse_embedded_url
 from store.meta.factory import open_meta
 from store.meta.paths import ancestors, parent_of, validate_path
+from tests.support.embedded_meta import db_file, stop_outside_write
 from tests.support.wait import eventually
 
 from .conftest import ChildClient, Events
@@ -133,23 +133,6 @@ async def test_killed_process_ephemeral_is_reaped(tmp_path: Path, spawn_child: S
         await m.close()
 
 
-def _stop_outside_write(child: ChildClient, db: Path) -> None:
-    """SIGSTOP the child, making sure it is not frozen while holding SQLite's write lock (which
-    would stall every other process until it resumes: a limit of the embedded store)."""
-    while True:
-        child.signal(signal.SIGSTOP)
-        conn = sqlite3.connect(db, timeout=0.2, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
-            return
-        except sqlite3.OperationalError:
-            child.signal(signal.SIGCONT)
-            time.sleep(0.05)
-        finally:
-            conn.close()
-
-
 async def test_stopped_process_loses_its_session(tmp_path: Path, spawn_child: Spawn) -> None:
     url = f"embedded://{tmp_path}/meta"
     m = open_meta(url, session_timeout=3.0)
@@ -158,7 +141,8 @@ async def test_stopped_process_loses_its_session(tmp_path: Path, spawn_child: Sp
         child = await asyncio.to_thread(spawn_child, url, 1.5)
         assert await child.ask("create /lease x eph") == "OK /lease"
         assert await child.ask("watch /pending") == "OK"
-        await asyncio.to_thread(_stop_outside_write, child, tmp_path / "meta" / "meta.db")
+        await asyncio.to_thread(stop_outside_write, lambda: child.signal(signal.SIGSTOP),
+                                lambda: child.signal(signal.SIGCONT), db_file(url))
 
         async def reaped() -> bool:
             return await m.exists("/lease") is None

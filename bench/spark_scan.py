@@ -34,7 +34,9 @@ direct scan disturbs the write path. Its topic has --producer-partitions partiti
 scanned one): on one partition the perf tool's 16 KiB batches, at most 5 in flight, cap it at
 5 x 16 KiB per quorum write (an fsynced add on 2 of 3 bookies), 8.5 MB/s on a 2-core machine
 whose disk syncs take a millisecond. Each producer run prints the share of the machine's CPU
-that was busy and that the host stole: a producer whose write path alone keeps the machine near
+that was busy and that the host stole in its steady state (a run that lost more than 5% to the
+host is run again, up to three runs, and the least disturbed counts: on this shared machine a
+neighbour took 20-35% at times, and a run then measured the neighbour): a producer whose write path alone keeps the machine near
 100% has no headroom for anything else, and its p99 then measures the machine (Quire's write
 path costs about the same per batch at any size, and with linger.ms=5 over 8 partitions the
 tool sends about 1,600 batches a second at 10 MB/s as at 20). The same producer during two busy loops
@@ -182,29 +184,56 @@ def normal_priority() -> None:
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
+MAX_STEAL = 0.05  # a producer run whose steady state lost more of the CPU to the host is run again
+RUNS_AGAINST_STEAL = 3
+
+
 def rate_limited_p99(bootstrap: str, topic: str, mbps: float, seconds: float,
                      warmup: float) -> tuple[float, float]:
     """p99 latency (ms) of kafka-producer-perf-test at a fixed rate in its steady state, and the
     share of the machine's CPU that was busy meanwhile. Steady state: the
     first `warmup` seconds (the tool's JVM compiling itself, its first metadata and connections,
-    which otherwise make the p99) are left out with --warmup-records."""
+    which otherwise make the p99) are left out with --warmup-records. A run whose steady state
+    had more than MAX_STEAL of the CPU stolen by the host (a neighbour on it: 20-35% at times,
+    p99 then 1-2 s against 40-100 ms) measures the neighbour: it is run again, up to
+    RUNS_AGAINST_STEAL runs in all, and the one with the least steal counts."""
+    best: tuple[float, float, float] | None = None
+    for _ in range(RUNS_AGAINST_STEAL):
+        p99, busy, stolen = producer_run(bootstrap, topic, mbps, seconds, warmup)
+        if best is None or stolen < best[2]:
+            best = (p99, busy, stolen)
+        if stolen <= MAX_STEAL:
+            break
+    assert best is not None
+    return best[0], best[1]
+
+
+def producer_run(bootstrap: str, topic: str, mbps: float, seconds: float,
+                 warmup: float) -> tuple[float, float, float]:
+    """One run of rate_limited_p99's: (steady-state p99 in ms, busy share, stolen share), the
+    CPU shares over the steady state only."""
     rps = int(mbps * (1 << 20) / RECORD)
-    before = cpu_ticks()
-    out = kafka_dist.run_tool("kafka-producer-perf-test", [
-        "--topic", topic, "--num-records", str(int(rps * (seconds + warmup))), "--record-size", str(RECORD),
-        "--throughput", str(rps), "--warmup-records", str(int(rps * warmup)),
-        "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
-    ], timeout=600, jvm_opts=PERF_JVM_OPTS).stdout
+    steady: list[tuple[int, int, int]] = []
+    timer = threading.Timer(warmup, lambda: steady.append(cpu_ticks()))
+    timer.start()
+    try:
+        out = kafka_dist.run_tool("kafka-producer-perf-test", [
+            "--topic", topic, "--num-records", str(int(rps * (seconds + warmup))), "--record-size", str(RECORD),
+            "--throughput", str(rps), "--warmup-records", str(int(rps * warmup)),
+            "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
+        ], timeout=600, jvm_opts=PERF_JVM_OPTS).stdout
+    finally:
+        timer.cancel()
     import re
 
     m = re.search(r"steady state records sent.* (\d+) ms 99th", out)
-    if m is None:
+    if m is None or not steady:
         raise RuntimeError(f"unexpected kafka-producer-perf-test output:\n{out}")
-    busy, stolen, total = (a - b for a, b in zip(cpu_ticks(), before))
-    busy_share = busy / max(total, 1)
-    print(f"  producer run: p99 {m[1]} ms; machine CPU {busy_share:.0%} busy, "
-          f"{stolen / max(total, 1):.0%} stolen by the host", flush=True)
-    return float(m[1]), busy_share
+    busy, stolen, total = (a - b for a, b in zip(cpu_ticks(), steady[0]))
+    busy_share, stolen_share = busy / max(total, 1), stolen / max(total, 1)
+    print(f"  producer run: p99 {m[1]} ms; steady state: machine CPU {busy_share:.0%} busy, "
+          f"{stolen_share:.0%} stolen by the host{' (run again)' if stolen_share > MAX_STEAL else ''}", flush=True)
+    return float(m[1]), busy_share, stolen_share
 
 
 def p99_during(what: str, bootstrap: str, args: argparse.Namespace, load: Callable[[], object]) -> tuple[float, float]:

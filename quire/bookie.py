@@ -15,6 +15,7 @@ from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.client import BookiePool
 from store.bookie.disk import DiskConfig, DiskMonitor, disk_usage_of
 from store.bookie.server import BookieServer
+from store.heap import settle_heap
 from store.metrics import start_metrics
 from store.recovery.service import AutoRecovery, RecoveryConfig, recovery_env
 from store.tasks import ProcessStop, cancel_and_wait, run_async
@@ -63,6 +64,7 @@ async def _serve(
                 meta, log, "metadata session lost: stopping, this bookie can no longer be trusted as alive")
             await reg.register()
             log.info("bookie %s serving (instance %s)", address, instance_id)
+            settle_heap()
 
             poke = asyncio.Event()
 

@@ -10,6 +10,7 @@ from coordinator.share.config import ShareConfig
 from coordinator.txn.config import TxnConfig
 from gateway.config import CleanerSettings, GatewayConfig
 from quire import settings as st
+from store.heap import settle_heap
 from store.metrics import start_metrics
 from store.tasks import run_async
 
@@ -82,5 +83,5 @@ def main(args: argparse.Namespace) -> int:
         raise st.SettingsError("quire gateway needs a metadata store: --meta zk://host:port/chroot (or quire.meta)")
     config = build_config(r, st.GATEWAY)
     start_metrics(st.metrics(r))
-    run_async(app.run_gateway(config))
+    run_async(app.run_gateway(config, on_ready=lambda _server: settle_heap()))
     return 0

@@ -37,6 +37,7 @@ from gateway.server import GatewayServer
 from quire import settings as st
 from quire.gateway import build_config
 from store import layout
+from store.heap import settle_heap
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
 from store.metrics import start_metrics
@@ -315,6 +316,7 @@ def main(args: argparse.Namespace) -> int:
         ready = True
         print(ready_line(server.config, server.port, base, r.get_value("quire.bookies"), metrics_url,
                          bookie_ports if metrics and metrics[1] else None), file=sys.stderr, flush=True)
+        settle_heap()
 
     try:
         run_async(run_standalone(r, base, log_level=args.log_level, on_ready=on_ready))

@@ -97,10 +97,13 @@ def test_gateway_and_bookie_metrics_move_with_traffic(gw: tuple[StandaloneGatewa
         assert ("quire_ledger_ensemble_changes_total", frozenset()) in m  # 0, but there from the start
         # The journal is the bookies' business: the gateway does not export it.
         assert not any(n.startswith("quire_bookie_journal") for n, _ in m)
+        # Both kinds of server settled their heaps once serving: that full collection is timed.
+        assert value(m, "quire_gc_pause_seconds_count", generation="2") >= 1
 
         for i in range(BOOKIES):
             b = scrape(port + 1 + i)
             assert value(b, "quire_bookie_journal_fdatasync_seconds_count") > 0
+            assert value(b, "quire_gc_pause_seconds_count", generation="2") >= 1
             assert not any(n.startswith(("quire_entry_cache", "quire_ledger", "kafka_")) for n, _ in b)
             assert value(b, "quire_bookie_journal_batch_records_sum") >= value(
                 b, "quire_bookie_journal_batch_records_count") > 0

@@ -29,7 +29,8 @@ into a run the tool's JVM still took 62% of a core compiling, against 20% at 35-
 this 2-core machine that compiling is what made the p99 of a run with 5 s of warm-up (150 to
 1,263 ms alone in one run; 48 to 78 ms after 30 s). Alone and during direct scans (a):
 unbounded, and bounded with `quire.maxBytesPerSecond` (--scan-mbps-per-task). Alone runs alternate with the loaded ones,
-and each loaded run is compared with the mean of the two alone runs beside it. The p99 ratio shows how far a
+and each loaded run is compared with the mean of the two alone runs beside it (of the one the
+host did not disturb, if it disturbed the other). The p99 ratio shows how far a
 direct scan disturbs the write path. Its topic has --producer-partitions partitions (8, like the
 scanned one): on one partition the perf tool's 16 KiB batches, at most 5 in flight, cap it at
 5 x 16 KiB per quorum write (an fsynced add on 2 of 3 bookies), 8.5 MB/s on a 2-core machine
@@ -189,9 +190,9 @@ RUNS_AGAINST_STEAL = 3
 
 
 def rate_limited_p99(bootstrap: str, topic: str, mbps: float, seconds: float,
-                     warmup: float) -> tuple[float, float]:
+                     warmup: float) -> tuple[float, float, float]:
     """p99 latency (ms) of kafka-producer-perf-test at a fixed rate in its steady state, and the
-    share of the machine's CPU that was busy meanwhile. Steady state: the
+    shares of the machine's CPU that were busy and stolen by the host meanwhile. Steady state: the
     first `warmup` seconds (the tool's JVM compiling itself, its first metadata and connections,
     which otherwise make the p99) are left out with --warmup-records. A run whose steady state
     had more than MAX_STEAL of the CPU stolen by the host (a neighbour on it: 20-35% at times,
@@ -205,7 +206,7 @@ def rate_limited_p99(bootstrap: str, topic: str, mbps: float, seconds: float,
         if stolen <= MAX_STEAL:
             break
     assert best is not None
-    return best[0], best[1]
+    return best
 
 
 def producer_run(bootstrap: str, topic: str, mbps: float, seconds: float,
@@ -234,6 +235,13 @@ def producer_run(bootstrap: str, topic: str, mbps: float, seconds: float,
     print(f"  producer run: p99 {m[1]} ms; steady state: machine CPU {busy_share:.0%} busy, "
           f"{stolen_share:.0%} stolen by the host{' (run again)' if stolen_share > MAX_STEAL else ''}", flush=True)
     return float(m[1]), busy_share, stolen_share
+
+
+def baseline(before: tuple[float, float, float], after: tuple[float, float, float]) -> float:
+    """What a loaded run's p99 is compared with: the mean p99 of the alone runs either side of
+    it that the host left alone (steal at most MAX_STEAL), or of both if it disturbed both."""
+    calm = [p99 for p99, _, stolen in (before, after) if stolen <= MAX_STEAL]
+    return sum(calm) / len(calm) if calm else (before[0] + after[0]) / 2
 
 
 def p99_during(what: str, bootstrap: str, args: argparse.Namespace, load: Callable[[], object]) -> tuple[float, float]:
@@ -368,12 +376,12 @@ def main() -> int:
                 loaded.append(p99_during(what, gw.bootstrap, args, load))
                 alones.append(rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s,
                                                args.producer_warmup_s))
-            beside = [(alones[i][0] + alones[i + 1][0]) / 2 for i in range(len(loaded))]
+            beside = [baseline(alones[i], alones[i + 1]) for i in range(len(loaded))]
             (full, full_runs), (capped, capped_runs), (cpu, _) = loaded
             ratio, bounded_ratio, cpu_ratio = (p / b if b > 0 else nan for (p, _), b in zip(loaded, beside))
-            alone_busy = sum(b for _, b in alones) / len(alones)
+            alone_busy = sum(b for _, b, _ in alones) / len(alones)
             print(f"producer at {args.producer_mbps} MB/s, steady-state p99 alone: "
-                  f"{', '.join(f'{p:.0f}' for p, _ in alones)} ms; {full:.0f} ms (x{ratio:.2f} the alone runs "
+                  f"{', '.join(f'{p:.0f}' + ('*' if st > MAX_STEAL else '') for p, _, st in alones)} ms (*: disturbed); {full:.0f} ms (x{ratio:.2f} the alone runs "
                   f"beside it) during unbounded direct scans at {full_runs * mb:.0f} MB/s; {capped:.0f} ms "
                   f"(x{bounded_ratio:.2f}) during direct scans bounded to {args.scan_mbps_per_task} MB/s a task "
                   f"({capped_runs * mb:.0f} MB/s); {cpu:.0f} ms (x{cpu_ratio:.2f}) during two busy loops under "

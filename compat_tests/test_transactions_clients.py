@@ -394,9 +394,13 @@ def _wait_coordinator_abort(bootstrap: str, tid: str) -> None:
 
 
 def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+    """The group's committed offsets once stable: a read_committed consumer asks with
+    require_stable (KIP-447), so offsets of a transaction whose commit markers the coordinator
+    is still writing come back UNSTABLE_OFFSET_COMMIT (retried), not as the offsets before it."""
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                      isolation_level="read_committed")
     try:
         return {p: c.committed(TopicPartition(topic, p)) for p in range(partitions)}
     finally:

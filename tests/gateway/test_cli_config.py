@@ -17,7 +17,7 @@ from quire.settings import GATEWAY, SettingsError, parse_properties, resolve, ta
 def test_gateway_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[GatewayConfig] = []
 
-    async def fake_run_gateway(config: GatewayConfig) -> None:
+    async def fake_run_gateway(config: GatewayConfig, **_kwargs: object) -> None:
         seen.append(config)
 
     monkeypatch.setattr("gateway.app.run_gateway", fake_run_gateway)

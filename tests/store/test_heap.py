@@ -14,12 +14,20 @@ from store.heap import GEN0_THRESHOLD, _PauseTimer, settle_heap
 
 @pytest.fixture
 def restored_gc() -> Iterator[None]:
-    """This test process's collector as it was: thresholds, callbacks, nothing left frozen."""
+    """This test process's collector as it was: thresholds, callbacks, nothing left frozen.
+
+    Automatic collections are off meanwhile, so the counts below see only the test's explicit
+    ones: in the full suite other threads allocate, and reading a registry that holds many
+    processes' worth of metrics allocates past any young threshold."""
     threshold = gc.get_threshold()
     callbacks = list(gc.callbacks)
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
+        if enabled:
+            gc.enable()
         gc.unfreeze()
         gc.set_threshold(*threshold)
         gc.callbacks[:] = callbacks

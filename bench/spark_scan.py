@@ -30,7 +30,8 @@ this 2-core machine that compiling is what made the p99 of a run with 5 s of war
 1,263 ms alone in one run; 48 to 78 ms after 30 s). Alone and during direct scans (a):
 unbounded, and bounded with `quire.maxBytesPerSecond` (--scan-mbps-per-task). Alone runs alternate with the loaded ones,
 and each loaded run is compared with the mean of the two alone runs beside it (of the one the
-host did not disturb, if it disturbed the other). The p99 ratio shows how far a
+host did not disturb, if it disturbed the other; if it disturbed both, of the nearest alone runs
+it did not disturb). The p99 ratio shows how far a
 direct scan disturbs the write path. Its topic has --producer-partitions partitions (8, like the
 scanned one): on one partition the perf tool's 16 KiB batches, at most 5 in flight, cap it at
 5 x 16 KiB per quorum write (an fsynced add on 2 of 3 bookies), 8.5 MB/s on a 2-core machine
@@ -237,11 +238,19 @@ def producer_run(bootstrap: str, topic: str, mbps: float, seconds: float,
     return float(m[1]), busy_share, stolen_share
 
 
-def baseline(before: tuple[float, float, float], after: tuple[float, float, float]) -> float:
-    """What a loaded run's p99 is compared with: the mean p99 of the alone runs either side of
-    it that the host left alone (steal at most MAX_STEAL), or of both if it disturbed both."""
-    calm = [p99 for p99, _, stolen in (before, after) if stolen <= MAX_STEAL]
-    return sum(calm) / len(calm) if calm else (before[0] + after[0]) / 2
+def baseline(alones: list[tuple[float, float, float]], i: int) -> float:
+    """What the i-th loaded run's p99 is compared with: the mean p99 of the alone runs either
+    side of it (alones[i], alones[i + 1]) that the host left alone (steal at most MAX_STEAL).
+    If it disturbed both, the nearest undisturbed alone runs elsewhere in the bench stand in (a
+    disturbed run measures the neighbour, not Quire); if it disturbed every one, both beside it."""
+    def calm(runs: list[tuple[float, float, float]]) -> list[float]:
+        return [p99 for p99, _, stolen in runs if stolen <= MAX_STEAL]
+
+    for reach in range(1, len(alones)):
+        near = calm(alones[max(0, i + 1 - reach):i + 1 + reach])
+        if near:
+            return sum(near) / len(near)
+    return (alones[i][0] + alones[i + 1][0]) / 2
 
 
 def p99_during(what: str, bootstrap: str, args: argparse.Namespace, load: Callable[[], object]) -> tuple[float, float]:
@@ -361,7 +370,7 @@ def main() -> int:
 
             mb = records * RECORD / (1 << 20)
             # Alone runs between the loaded ones: each loaded run is compared with the mean of the
-            # alone runs either side of it, as the same producer alone drifts over a run (19, 20,
+            # alone runs either side of it (see baseline), as the same producer alone drifts over a run (19, 20,
             # 30, then 64 ms at 10 MB/s in one: the store holds more data with each run, and this
             # VM's vCPUs vary in speed by a quarter from one second to the next).
             alones = [rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s,
@@ -376,15 +385,15 @@ def main() -> int:
                 loaded.append(p99_during(what, gw.bootstrap, args, load))
                 alones.append(rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s,
                                                args.producer_warmup_s))
-            beside = [baseline(alones[i], alones[i + 1]) for i in range(len(loaded))]
+            beside = [baseline(alones, i) for i in range(len(loaded))]
             (full, full_runs), (capped, capped_runs), (cpu, _) = loaded
             ratio, bounded_ratio, cpu_ratio = (p / b if b > 0 else nan for (p, _), b in zip(loaded, beside))
             alone_busy = sum(b for _, b, _ in alones) / len(alones)
             print(f"producer at {args.producer_mbps} MB/s, steady-state p99 alone: "
-                  f"{', '.join(f'{p:.0f}' + ('*' if st > MAX_STEAL else '') for p, _, st in alones)} ms (*: disturbed); {full:.0f} ms (x{ratio:.2f} the alone runs "
-                  f"beside it) during unbounded direct scans at {full_runs * mb:.0f} MB/s; {capped:.0f} ms "
-                  f"(x{bounded_ratio:.2f}) during direct scans bounded to {args.scan_mbps_per_task} MB/s a task "
-                  f"({capped_runs * mb:.0f} MB/s); {cpu:.0f} ms (x{cpu_ratio:.2f}) during two busy loops under "
+                  f"{', '.join(f'{p:.0f}' + ('*' if st > MAX_STEAL else '') for p, _, st in alones)} ms (*: disturbed); {full:.0f} ms (x{ratio:.2f} of {beside[0]:.0f} ms, the undisturbed "
+                  f"alone runs nearest it) during unbounded direct scans at {full_runs * mb:.0f} MB/s; {capped:.0f} ms "
+                  f"(x{bounded_ratio:.2f} of {beside[1]:.0f} ms) during direct scans bounded to {args.scan_mbps_per_task} MB/s a task "
+                  f"({capped_runs * mb:.0f} MB/s); {cpu:.0f} ms (x{cpu_ratio:.2f} of {beside[2]:.0f} ms) during two busy loops under "
                   f"SCHED_IDLE that read nothing (load {os.getloadavg()[0]:.1f})", flush=True)
             if alone_busy > 0.8:
                 print(f"the producer alone kept the machine's CPU {alone_busy:.0%} busy: with no headroom left, "

@@ -32,6 +32,7 @@ from store.bookie.errors import (
 from store.bookie.flush import Entry
 from store.bookie.protocol import LEDGER, WRITE_LAC_REQ
 from store.bookie.storage import LedgerStorage, StorageConfig
+from store.framing import Buffer
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,12 @@ class Bookie:
         if first < 0 or last < first:
             raise BadRequestError(f"bad range {first}..{last}")
         return await self.storage.read_range(ledger_id, first, last, max_bytes)
+
+    async def read_range_prefixed(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[Buffer]:
+        """read_range's entries, each after its u32 length: READ_RANGE's response body."""
+        if first < 0 or last < first:
+            raise BadRequestError(f"bad range {first}..{last}")
+        return await self.storage.read_range_prefixed(ledger_id, first, last, max_bytes)
 
     def read_lac(self, ledger_id: int) -> tuple[int, int]:
         info = self.storage.info(ledger_id)

@@ -8,7 +8,8 @@ frame_len counts the bytes after itself (so >= 10). Bodies, all integers big-end
     ADD               req [ledger:i64][packed entry]           resp [ledger:i64][entry:i64]
     READ              req [ledger:i64][entry:i64]  (-1: last)   resp [packed entry]
     READ_RANGE        req [ledger:i64][first:i64][last:i64][max_bytes:u32]
-                      resp ([len:u32][packed entry])*          (whole entries, at least one)
+                      resp ([len:u32][packed entry])*          (whole entries, at least one;
+                                                               the entry logs' record format)
     READ_LAC          req [ledger:i64]                          resp [lac:i64][last_entry:i64]
     READ_LAC_LONGPOLL req [ledger:i64][previous_lac:i64][timeout_ms:u32]   resp [lac:i64]
     FENCE             req [ledger:i64]                          resp [lac:i64][last_entry:i64]
@@ -21,7 +22,6 @@ A response with a status other than OK carries a UTF-8 message as its body.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
 from enum import IntEnum
 
 from store.framing import Buffer
@@ -66,15 +66,6 @@ def encode(op: int, flags_or_status: int, request_id: int, *body: Buffer) -> lis
     for b in body:
         n += len(b)
     return [frame(op, flags_or_status, request_id, n), *body]
-
-
-def encode_range(entries: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
-    """READ_RANGE response body: each entry prefixed by its length."""
-    out: list[bytes | memoryview] = []
-    for e in entries:
-        out.append(LEN.pack(len(e)))
-        out.append(e)
-    return out
 
 
 def decode_range(body: bytes | bytearray | memoryview) -> list[memoryview]:

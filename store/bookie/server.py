@@ -105,7 +105,7 @@ class BookieConnection(BackpressuredProtocol):
         if out and self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(out)
 
-    def _ok(self, op: int, rid: int, *body: bytes | memoryview) -> None:
+    def _ok(self, op: int, rid: int, *body: Buffer) -> None:
         self._send(p.encode(op, Status.OK, rid, *body))
 
     def _error(self, op: int, rid: int, status: int, message: str) -> None:
@@ -214,8 +214,7 @@ class BookieConnection(BackpressuredProtocol):
                 self._ok(op, rid, await b.read(lid, eid, fence=bool(flags & p.FLAG_FENCE)))
             elif op == p.Op.READ_RANGE:
                 lid, first, last, max_bytes = p.RANGE_REQ.unpack(body)
-                entries = await b.read_range(lid, first, last, max_bytes)
-                self._ok(op, rid, *p.encode_range(entries))
+                self._ok(op, rid, *await b.read_range_prefixed(lid, first, last, max_bytes))
             elif op == p.Op.READ_LAC_LONGPOLL:
                 lid, prev, timeout_ms = p.LONGPOLL_REQ.unpack(body)
                 lac = await b.wait_lac(lid, prev, timeout_ms / 1000)

@@ -3,7 +3,9 @@
 Adds land in the write cache (write_cache.py), readable at once; flushes and checkpoints
 (checkpoint.py, with flush.py on the maintenance thread) move them to the entry logs and the
 index. Reads look in the write cache, then in the read cache (read_cache.py), then on disk,
-reading ahead. Also here: each ledger's state and the tombstones of deleted ones
+reading ahead; range reads (READ_RANGE, what scans and catch-up reads send) go out in the
+entry logs' own record format, a run of entries as the one buffer read from disk, and leave
+the read cache to single reads. Also here: each ledger's state and the tombstones of deleted ones
 (ledger_states.py), LAC long polls (lac_polls.py) and entry-log compaction (compaction.py).
 As BookKeeper's own ledger storage, this class only ties them together.
 
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from store.bookie.checkpoint import Checkpointer
 from store.bookie.compaction import Compactor
-from store.bookie.entry_log import EntryLogs, Location, read_run
+from store.bookie.entry_log import LEN, EntryLogs, Location, read_run
 from store.bookie.errors import NoEntryError, NoLedgerError
 from store.bookie.flush import Entry, FlushWriter
 from store.bookie.index import LedgerIndex, load_indexes, read_states
@@ -33,6 +35,7 @@ from store.bookie.lac_polls import LacPolls
 from store.bookie.ledger_states import LedgerInfo, LedgerStates
 from store.bookie.read_cache import ReadCache
 from store.bookie.write_cache import WriteCache
+from store.framing import Buffer
 from store.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -212,6 +215,49 @@ class LedgerStorage:
     async def read_range(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[Entry]:
         """Entries first..last (stopping at the first missing one) in at most max_bytes,
         but always at least one entry; NoEntryError if `first` is absent."""
+        out, disk = self._plan(ledger_id, first, last, max_bytes)
+        if disk:
+            runs = _runs(disk)
+            for run, data in zip(runs, await self._pread(runs, prefixed=False)):
+                if len(run.parts) == 1:
+                    out[run.parts[0][0]] = data
+                else:
+                    mv = memoryview(data)
+                    for pos, rel, n in run.parts:
+                        out[pos] = mv[rel : rel + n]  # views of the one read of the run: no copy
+            for pos, _ in disk:
+                entry = out[pos]
+                assert entry is not None
+                self.read_cache.put(ledger_id, first + pos, entry)
+        return out  # type: ignore[return-value]
+
+    async def read_range_prefixed(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[Buffer]:
+        """The entries read_range returns, each prefixed by its length (u32, big-endian), as
+        buffers to send in order. That is the entry logs' record format, so a run of entries
+        contiguous in one log is the one buffer read from it, prefixes and all: a scan costs
+        no slice, prefix or buffer per entry. Its entries do not go into the read cache,
+        where a scan would only displace what tailing readers share."""
+        out, disk = self._plan(ledger_id, first, last, max_bytes)
+        runs = _runs(disk)
+        datas = await self._pread(runs, prefixed=True) if runs else []
+        parts: list[Buffer] = []
+        pos = r = 0
+        while pos < len(out):
+            e = out[pos]
+            if e is not None:
+                parts += (LEN.pack(len(e)), e)
+                pos += 1
+            else:
+                parts.append(datas[r])
+                pos += len(runs[r].parts)
+                r += 1
+        return parts
+
+    def _plan(
+        self, ledger_id: int, first: int, last: int, max_bytes: int
+    ) -> tuple[list[Entry | None], list[tuple[int, Location]]]:
+        """A range read's entries: the cached ones, None where one is on disk, and the
+        (position, location) of those on disk."""
         self.info(ledger_id)
         idx = self.indexes.get(ledger_id)
         out: list[Entry | None] = []
@@ -235,38 +281,19 @@ class LedgerStorage:
             out.append(e)
         if not out:
             raise NoEntryError(f"ledger {ledger_id} has no entry {first} on this bookie")
-        if disk:
-            await self._read_disk(out, disk)
-            for pos, _ in disk:
-                entry = out[pos]
-                assert entry is not None
-                self.read_cache.put(ledger_id, first + pos, entry)
-        return out  # type: ignore[return-value]
+        return out, disk
 
-    async def _read_disk(self, out: list[Entry | None], disk: list[tuple[int, Location]]) -> None:
-        # Group entries contiguous in one log into runs: one pread per run.
-        runs: list[tuple[int, int, int, list[tuple[int, int, int]]]] = []  # log, start, end, parts
-        for pos, (log_id, off, n) in disk:
-            if runs and runs[-1][0] == log_id and runs[-1][2] + 4 == off:
-                r = runs[-1]
-                r[3].append((pos, off - r[1], n))
-                runs[-1] = (log_id, r[1], off + n, r[3])
-            else:
-                runs.append((log_id, off, off + n, [(pos, 0, n)]))
-        jobs = [(self.logs.acquire(r[0]), r[1], r[2] - r[1]) for r in runs]
+    async def _pread(self, runs: list[_Run], *, prefixed: bool) -> list[bytes]:
+        """One pread per run, in a worker thread; with `prefixed`, from the first entry's
+        length prefix on."""
+        back = LEN.size if prefixed else 0
+        jobs = [(self.logs.acquire(r.log_id), r.start - back, r.end - r.start + back) for r in runs]
         try:
             loop = asyncio.get_running_loop()
-            datas = await loop.run_in_executor(None, lambda: [read_run(fd, off, n) for fd, off, n in jobs])
+            return await loop.run_in_executor(None, lambda: [read_run(fd, off, n) for fd, off, n in jobs])
         finally:
             for r in runs:
-                self.logs.release(r[0])
-        for r, data in zip(runs, datas):
-            if len(r[3]) == 1:
-                out[r[3][0][0]] = data
-            else:
-                mv = memoryview(data)
-                for pos, rel, n in r[3]:
-                    out[pos] = mv[rel : rel + n]  # views of the one read of the run: no copy
+                self.logs.release(r.log_id)
 
     # -- flush, checkpoint, compaction --
 
@@ -283,3 +310,27 @@ class LedgerStorage:
         """Rewrite entry logs whose live fraction is below the threshold; returns how many."""
         async with self._maint:
             return await self.compactor.compact(self.indexes, self._pool)
+
+
+@dataclass
+class _Run:
+    """Entries stored back to back in one entry log, next to each other in a range read."""
+
+    log_id: int
+    start: int  # offset of the first entry's bytes
+    end: int  # offset just past the last entry's
+    parts: list[tuple[int, int, int]]  # (position in the read, offset from start, length)
+
+
+def _runs(disk: list[tuple[int, Location]]) -> list[_Run]:
+    runs: list[_Run] = []
+    last_pos = -2
+    for pos, (log_id, off, n) in disk:
+        r = runs[-1] if runs else None
+        if r is not None and r.log_id == log_id and r.end + LEN.size == off and pos == last_pos + 1:
+            r.parts.append((pos, off - r.start, n))
+            r.end = off + n
+        else:
+            runs.append(_Run(log_id, off, off + n, [(pos, 0, n)]))
+        last_pos = pos
+    return runs

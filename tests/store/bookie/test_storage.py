@@ -10,6 +10,7 @@ from store.bookie import journal as jr
 from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.entry import pack_entry, unpack_entry
 from store.bookie.errors import DigestMismatchError, FencedError, NoEntryError, NoLedgerError
+from store.bookie.protocol import decode_range
 from store.bookie.storage import StorageConfig
 
 
@@ -108,6 +109,29 @@ async def test_read_range_respects_max_bytes(tmp_path: Path) -> None:
         if not flushed:
             await b.storage.checkpoint()
             b.storage.read_cache.clear()
+    await b.close()
+
+
+async def test_read_range_prefixed_is_read_range_as_the_wire_sends_it(tmp_path: Path) -> None:
+    # READ_RANGE's body: runs on disk go out as the one buffer read from the entry log, prefixes
+    # and all; cached entries get a prefix each; both in entry order, and nothing is cached.
+    b = Bookie(tmp_path / "d", config=_config(entry_log_size=16 << 10))
+    await b.start()
+    await _fill(b, 1, 60, n=1000)  # ~60 KB over several 16 KB entry logs
+    await _fill(b, 2, 5)
+    await b.storage.checkpoint()
+    for first, last, max_bytes in ((0, 59, 1 << 30), (15, 59, 10 * 1100), (58, 70, 1 << 20), (7, 7, 1)):
+        b.storage.read_cache.clear()
+        await b.read_range(1, 20, 21, 1 << 20)  # cached entries amid the disk runs
+        cached = set(b.storage.read_cache._entries)
+        parts = await b.read_range_prefixed(1, first, last, max_bytes)
+        assert set(b.storage.read_cache._entries) == cached  # a scan does not fill the read cache
+        got = [bytes(e) for e in decode_range(b"".join(parts))]
+        assert got == [bytes(e) for e in await b.read_range(1, first, last, max_bytes)]
+        _check(got, 1, first, n=1000)
+        assert len(parts) < 2 * len(got) or len(got) == 1  # whole runs, not an entry and a prefix each
+    with pytest.raises(NoEntryError):
+        await b.read_range_prefixed(1, 60, 61, 1 << 20)
     await b.close()
 
 

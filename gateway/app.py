@@ -87,6 +87,9 @@ async def run_gateway(
             offloader=offloader, cleaner=cleaner,
         )
         await partitions.start()
+        late = await partitions.settle()
+        if late:
+            log.warning("gateway %d serving before %d of its partitions opened (they go on opening)", node_id, late)
         services = GatewayServices(
             node_id=node_id, config=config, meta=meta, ledgers=ledgers, topics=topics, cluster=cluster,
             partitions=partitions, producer_ids=ProducerIdAllocator(meta), offloader=offloader,

@@ -52,6 +52,9 @@ RESYNC_INTERVAL = 5.0  # re-evaluate even without a watch event (a safety net)
 # ownership was lost (attempt 0); also after a failed reconciliation pass.
 RETRY_BACKOFF = Backoff(initial=1.0, maximum=30.0)
 MAX_PARALLEL_OPENS = 8
+# How long a starting gateway waits for its first acquisitions before it serves anyway (they
+# go on in the background): bookies that are down must not keep it from answering.
+SETTLE_TIMEOUT = 10.0
 
 
 class PartitionManager:
@@ -175,6 +178,19 @@ class PartitionManager:
         """One evaluation pass, waiting for the acquisitions and hand-overs it starts."""
         await self._reconcile(wait=True)
 
+    async def settle(self, within: float = SETTLE_TIMEOUT) -> int:
+        """Open the free partitions assigned here before the gateway serves, as a Kafka broker
+        enables request processing only once it leads its partitions: a client's first Metadata
+        after a restart then names a leader for each, where it would otherwise get
+        LEADER_NOT_AVAILABLE (which librdkafka's watermark query does not retry). Waits at most
+        `within` seconds; returns how many were still opening then."""
+        started = await self._reconcile(wait=False)
+        await asyncio.sleep(0)  # acquisitions the background pass spawned register as pending
+        tasks = set(started) | set(self._pending.values())
+        if tasks:
+            await asyncio.wait(tasks, timeout=within)
+        return sum(1 for t in self._pending.values() if not t.done())  # one per partition
+
     # -- internals ------------------------------------------------------------------------------
 
     def _kick(self) -> None:
@@ -204,7 +220,7 @@ class PartitionManager:
                 await retry.pause()
                 self._kick()
 
-    async def _reconcile(self, *, wait: bool) -> None:
+    async def _reconcile(self, *, wait: bool) -> list[asyncio.Task[Any]]:
         topics = await self.topics.all()
         live = self.cluster.live_ids()
         wanted: dict[Key, TopicInfo] = {}
@@ -239,6 +255,7 @@ class PartitionManager:
             started.append(self._spawn(self._acquire_quietly(t, key[1])))
         if wait and started:
             await asyncio.gather(*started, return_exceptions=True)
+        return started
 
     async def _kick_later(self, delay: float) -> None:
         await self._clock.sleep(delay)

@@ -50,12 +50,15 @@ class Opens:
         self.logs: list[FakeLog] = []
         self.epochs: dict[tuple[uuid.UUID, int], int] = {}
         self.fail: set[int] = set()
+        self.hold: asyncio.Event | None = None  # while set, opens wait for it (bookies not answering)
 
     def opener(self, node_id: int) -> Callable[..., Awaitable[FakeLog]]:
         async def open_log(
             meta: MetaStore, ledgers: object, topic: TopicInfo, partition: int, **_: object
         ) -> FakeLog:
             await asyncio.sleep(0)
+            if self.hold is not None:
+                await self.hold.wait()
             if partition in self.fail:
                 raise RuntimeError("bookies unavailable")
             key = (topic.topic_id, partition)
@@ -119,6 +122,8 @@ async def start_gateway(meta_url: str, opens: Opens) -> AsyncIterator[StartGatew
         return gw
 
     yield start
+    if opens.hold is not None:
+        opens.hold.set()  # a failed test must not leave the opens it held hanging its teardown
     for gw in reversed(started):
         try:
             await gw.stop()
@@ -287,3 +292,23 @@ async def test_manual_assignment_names_the_owner(start_gateway: StartGateway, op
     grown = await a.topics.add_partitions("placed", 4, check=lambda info: ((1,),))
     assert grown.preferred == ((2, 1), (1,), (2,), (1,))
     await eventually(lambda: sorted(a.owned(grown)) == [1, 3] and sorted(b.owned(grown)) == [0, 2])
+
+
+async def test_a_restarted_gateway_owns_its_free_partitions_before_it_serves(
+    start_gateway: StartGateway, opens: Opens
+) -> None:
+    a = await start_gateway(1)
+    topic = await a.topics.create("restarting", 4, {})
+    await eventually(lambda: len(a.owned(topic)) == 4)
+    await a.stop()
+    b = await start_gateway(1)  # the same gateway again, as after a restart
+    assert await b.partitions.settle() == 0
+    assert b.owned(topic) == [0, 1, 2, 3]  # before it serves: its first Metadata names every leader
+    assert all(b.cluster.leader_of(topic.topic_id, p) == 1 for p in range(4))
+    await b.stop()
+    opens.hold = asyncio.Event()  # opens that do not finish: it serves anyway after the bound
+    c = await start_gateway(1)
+    assert await c.partitions.settle(within=0.2) == 4
+    assert c.owned(topic) == []
+    opens.hold.set()
+    await eventually(lambda: c.owned(topic) == [0, 1, 2, 3])

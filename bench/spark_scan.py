@@ -42,7 +42,10 @@ neighbour took 20-35% at times, and a run then measured the neighbour): a produc
 100% has no headroom for anything else, and its p99 then measures the machine (Quire's write
 path costs about the same per batch at any size, and with linger.ms=5 over 8 partitions the
 tool sends about 1,600 batches a second at 10 MB/s as at 20). The same producer during two busy loops
-that read nothing (under Spark's policy) is the control: the scan's CPU without its reads. Last,
+that read nothing (under Spark's policy) is the control: the scan's CPU without its reads. The
+peer: the same producer on Apache Kafka, alone and during scans (c) of Kafka, its p99 ratio
+measured the same way (the yardstick: what a full scan does on this machine to a broker written
+in Java). Last,
 `quire migrate` copies Kafka's topic into a fresh `quire standalone --bookies 3 --import-enable`
 (MB/s, and its tasks' time fetching from Kafka and importing into Quire). Targets: direct >=
 kafka; producer p99 during the scan <= 1.5x alone.
@@ -50,9 +53,10 @@ kafka; producer p99 during the scan <= 1.5x alone.
 Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [spark] extra.
 Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
 producer_p99_ratio=<n> migrate_MBps=<n> bounded_p99_ratio=<n> busy_loops_p99_ratio=<n>
-producer_alone_cpu_busy_pct=<n>` (producer_p99_ratio: during unbounded scans; bounded_p99_ratio:
-during the bounded ones; the last, how busy the machine's CPU was with the producer alone, the
-mean over the alone runs).
+producer_alone_cpu_busy_pct=<n> kafka_producer_p99_ratio=<n>` (producer_p99_ratio: during
+unbounded scans; bounded_p99_ratio: during the bounded ones; producer_alone_cpu_busy_pct, how
+busy the machine's CPU was with the producer alone, the mean over the alone runs;
+kafka_producer_p99_ratio, the peer's ratio during scans (c)).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--producer-s 30]
        [--producer-warmup-s 30] [--producer-partitions 8] [--scan-mbps-per-task 50]
@@ -341,7 +345,7 @@ def main() -> int:
                         .option("subscribe", topic).option("startingOffsets", "earliest").load())
 
     nan = float("nan")
-    ratio = bounded_ratio = cpu_ratio = alone_busy = nan
+    ratio = bounded_ratio = cpu_ratio = alone_busy = kafka_ratio = nan
     spark_pid = int(spark.sparkContext._gateway.jvm.java.lang.ProcessHandle.current().pid())
     with tempfile.TemporaryDirectory(prefix="spark-scan-") as tmp:
         gw = StandaloneGateway(Path(tmp) / "quire", bookies=3, log_level="WARNING").start()
@@ -373,8 +377,10 @@ def main() -> int:
             # alone runs either side of it (see baseline), as the same producer alone drifts over a run (19, 20,
             # 30, then 64 ms at 10 MB/s in one: the store holds more data with each run, and this
             # VM's vCPUs vary in speed by a quarter from one second to the next).
-            alones = [rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s,
-                                       args.producer_warmup_s)]
+            def alone(bootstrap: str) -> tuple[float, float, float]:
+                return rate_limited_p99(bootstrap, "load", args.producer_mbps, args.producer_s, args.producer_warmup_s)
+
+            alones = [alone(gw.bootstrap)]
             loaded: list[tuple[float, float]] = []
             for what, load in (
                 ("direct scans", lambda: scan(spark, quire_df(), records)),
@@ -383,8 +389,7 @@ def main() -> int:
                 ("busy loops", busy_loops(2)),
             ):
                 loaded.append(p99_during(what, gw.bootstrap, args, load))
-                alones.append(rate_limited_p99(gw.bootstrap, "load", args.producer_mbps, args.producer_s,
-                                               args.producer_warmup_s))
+                alones.append(alone(gw.bootstrap))
             beside = [baseline(alones, i) for i in range(len(loaded))]
             (full, full_runs), (capped, capped_runs), (cpu, _) = loaded
             ratio, bounded_ratio, cpu_ratio = (p / b if b > 0 else nan for (p, _), b in zip(loaded, beside))
@@ -395,6 +400,19 @@ def main() -> int:
                   f"(x{bounded_ratio:.2f} of {beside[1]:.0f} ms) during direct scans bounded to {args.scan_mbps_per_task} MB/s a task "
                   f"({capped_runs * mb:.0f} MB/s); {cpu:.0f} ms (x{cpu_ratio:.2f} of {beside[2]:.0f} ms) during two busy loops under "
                   f"SCHED_IDLE that read nothing (load {os.getloadavg()[0]:.1f})", flush=True)
+            # The peer: the same producer on Apache Kafka, alone and during Spark's Kafka source
+            # scanning Kafka (c), Spark under the same policy: how far a full scan on this machine
+            # moves a Kafka producer's p99, the yardstick for producer_p99_ratio.
+            create_topic(kafka_bs, "load", args.producer_partitions)
+            peer_alones = [alone(kafka_bs)]
+            peer, peer_runs = p99_during("Kafka source scans of Apache Kafka", kafka_bs, args,
+                                         lambda: scan(spark, kafka_df(kafka_bs), records))
+            peer_alones.append(alone(kafka_bs))
+            peer_base = baseline(peer_alones, 0)
+            kafka_ratio = peer / peer_base if peer_base > 0 else nan
+            print(f"the same producer on Apache Kafka, steady-state p99 alone: "
+                  f"{', '.join(f'{p:.0f}' + ('*' if st > MAX_STEAL else '') for p, _, st in peer_alones)} ms; {peer:.0f} ms "
+                  f"(x{kafka_ratio:.2f}) during Spark Kafka source scans of it at {peer_runs * mb:.0f} MB/s", flush=True)
             if alone_busy > 0.8:
                 print(f"the producer alone kept the machine's CPU {alone_busy:.0%} busy: with no headroom left, "
                       f"its p99 measures the machine more than the scan (try a lower --producer-mbps)", flush=True)
@@ -405,10 +423,11 @@ def main() -> int:
             kafka_node.stop()
     spark.stop()
     print(f"direct/kafka: {direct / kafka if kafka > 0 else nan:.2f} (target >= 1.00); "
-          f"producer p99 ratio {ratio:.2f} (target <= 1.50)")
+          f"producer p99 ratio {ratio:.2f} (target <= 1.50; Apache Kafka's, the same way: {kafka_ratio:.2f})")
     print(f"BENCH spark_scan direct_MBps={direct:.2f} via_gateway_MBps={via:.2f} kafka_MBps={kafka:.2f} "
           f"producer_p99_ratio={ratio:.2f} migrate_MBps={migrate:.2f} bounded_p99_ratio={bounded_ratio:.2f} "
-          f"busy_loops_p99_ratio={cpu_ratio:.2f} producer_alone_cpu_busy_pct={alone_busy * 100:.0f}")
+          f"busy_loops_p99_ratio={cpu_ratio:.2f} producer_alone_cpu_busy_pct={alone_busy * 100:.0f} "
+          f"kafka_producer_p99_ratio={kafka_ratio:.2f}")
     return 0
 
 

@@ -184,11 +184,10 @@ class PartitionManager:
         after a restart then names a leader for each, where it would otherwise get
         LEADER_NOT_AVAILABLE (which librdkafka's watermark query does not retry). Waits at most
         `within` seconds; returns how many were still opening then."""
-        started = await self._reconcile(wait=False)
-        await asyncio.sleep(0)  # acquisitions the background pass spawned register as pending
-        tasks = set(started) | set(self._pending.values())
-        if tasks:
-            await asyncio.wait(tasks, timeout=within)
+        await self._reconcile(wait=False)
+        await asyncio.sleep(0)  # the acquisitions it (and the background pass) spawned register as pending
+        if self._pending:
+            await asyncio.wait(list(self._pending.values()), timeout=within)
         return sum(1 for t in self._pending.values() if not t.done())  # one per partition
 
     # -- internals ------------------------------------------------------------------------------
@@ -220,7 +219,7 @@ class PartitionManager:
                 await retry.pause()
                 self._kick()
 
-    async def _reconcile(self, *, wait: bool) -> list[asyncio.Task[Any]]:
+    async def _reconcile(self, *, wait: bool) -> None:
         topics = await self.topics.all()
         live = self.cluster.live_ids()
         wanted: dict[Key, TopicInfo] = {}
@@ -255,7 +254,6 @@ class PartitionManager:
             started.append(self._spawn(self._acquire_quietly(t, key[1])))
         if wait and started:
             await asyncio.gather(*started, return_exceptions=True)
-        return started
 
     async def _kick_later(self, delay: float) -> None:
         await self._clock.sleep(delay)

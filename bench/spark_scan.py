@@ -38,7 +38,10 @@ scanned one): on one partition the perf tool's 16 KiB batches, at most 5 in flig
 whose disk syncs take a millisecond. Each producer run prints the share of the machine's CPU
 that was busy and that the host stole in its steady state (a run that lost more than 5% to the
 host is run again, up to three runs, and the least disturbed counts: on this shared machine a
-neighbour took 20-35% at times, and a run then measured the neighbour): a producer whose write path alone keeps the machine near
+neighbour took 20-35% at times, and a run then measured the neighbour), and the direct reclaims
+and compactions the kernel made processes do meanwhile (each a stall of milliseconds to
+hundreds: the runs write about 25 GB of replicas, and once the page cache has filled this
+24 GiB machine, allocations wait for memory to be freed): a producer whose write path alone keeps the machine near
 100% has no headroom for anything else, and its p99 then measures the machine (Quire's write
 path costs about the same per batch at any size, and with linger.ms=5 over 8 partitions the
 tool sends about 1,600 batches a second at 10 MB/s as at 20). The same producer during two busy loops
@@ -180,6 +183,26 @@ def cpu_ticks() -> tuple[int, int, int]:
     return total - ticks[3] - ticks[4], ticks[7], total
 
 
+def memory_stalls() -> tuple[int, int]:
+    """(direct reclaims, direct compactions) so far, from /proc/vmstat: the times a process
+    asking for memory had to free or compact it itself, a stall of milliseconds to hundreds,
+    what a machine whose page cache has filled its memory does (kswapd frees the rest)."""
+    stats: dict[str, int] = {}
+    with open("/proc/vmstat") as f:
+        for line in f:
+            name, _, value = line.partition(" ")
+            stats[name] = int(value)
+    return sum(v for k, v in stats.items() if k.startswith("allocstall_")), stats.get("compact_stall", 0)
+
+
+def free_gib() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemFree:"):
+                return int(line.split()[1]) / (1 << 20)
+    return float("nan")
+
+
 def idle_priority() -> None:
     """This thread, and the processes it starts from now on, run under SCHED_IDLE: only on CPU
     that nothing else wants (see the module doc)."""
@@ -220,7 +243,13 @@ def producer_run(bootstrap: str, topic: str, mbps: float, seconds: float,
     CPU shares over the steady state only."""
     rps = int(mbps * (1 << 20) / RECORD)
     steady: list[tuple[int, int, int]] = []
-    timer = threading.Timer(warmup, lambda: steady.append(cpu_ticks()))
+    stalls: list[tuple[int, int]] = []
+
+    def steady_from() -> None:
+        steady.append(cpu_ticks())
+        stalls.append(memory_stalls())
+
+    timer = threading.Timer(warmup, steady_from)
     timer.start()
     try:
         out = kafka_dist.run_tool("kafka-producer-perf-test", [
@@ -237,8 +266,11 @@ def producer_run(bootstrap: str, topic: str, mbps: float, seconds: float,
         raise RuntimeError(f"unexpected kafka-producer-perf-test output:\n{out}")
     busy, stolen, total = (a - b for a, b in zip(cpu_ticks(), steady[0]))
     busy_share, stolen_share = busy / max(total, 1), stolen / max(total, 1)
+    reclaims, compactions = (a - b for a, b in zip(memory_stalls(), stalls[0]))
     print(f"  producer run: p99 {m[1]} ms; steady state: machine CPU {busy_share:.0%} busy, "
-          f"{stolen_share:.0%} stolen by the host{' (run again)' if stolen_share > MAX_STEAL else ''}", flush=True)
+          f"{stolen_share:.0%} stolen by the host{' (run again)' if stolen_share > MAX_STEAL else ''}; "
+          f"memory: {reclaims} direct reclaims, {compactions} direct compactions, {free_gib():.1f} GiB free",
+          flush=True)
     return float(m[1]), busy_share, stolen_share
 
 

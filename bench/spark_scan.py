@@ -41,8 +41,13 @@ host is run again, up to three runs, and the least disturbed counts: on this sha
 neighbour took 20-35% at times, and a run then measured the neighbour), and the direct reclaims
 and compactions the kernel made processes do meanwhile (each a stall of milliseconds to
 hundreds: the runs write about 25 GB of replicas, and once the page cache has filled this
-24 GiB machine, allocations wait for memory to be freed): a producer whose write path alone keeps the machine near
-100% has no headroom for anything else, and its p99 then measures the machine (Quire's write
+24 GiB machine, allocations wait for memory to be freed). Before the first producer run the
+bench fills the page cache (a scratch file of the free memory and 1 GiB more, --no-fill-memory
+to skip): every run then meets the memory state of a server that has run a while. Without it
+the runs drifted with the machine's memory: in one bench the producer alone had a p99 of 33 ms
+with 7.9 GiB free, 167 ms once the page cache reached the last 0.4 GiB, then 81 and 22 ms,
+and each loaded run was compared with neighbours from different states. A producer whose
+write path alone keeps the machine near 100% has no headroom for anything else, and its p99 then measures the machine (Quire's write
 path costs about the same per batch at any size, and with linger.ms=5 over 8 partitions the
 tool sends about 1,600 batches a second at 10 MB/s as at 20). The same producer during two busy loops
 that read nothing (under Spark's policy) is the control: the scan's CPU without its reads. The
@@ -62,7 +67,7 @@ busy the machine's CPU was with the producer alone, the mean over the alone runs
 kafka_producer_p99_ratio, the peer's ratio during scans (c)).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--producer-s 30]
-       [--producer-warmup-s 30] [--producer-partitions 8] [--scan-mbps-per-task 50]
+       [--producer-warmup-s 30] [--producer-partitions 8] [--scan-mbps-per-task 50] [--no-fill-memory]
 """
 
 from __future__ import annotations
@@ -203,6 +208,24 @@ def free_gib() -> float:
     return float("nan")
 
 
+def fill_page_cache(path: Path, beyond_gib: float) -> float:
+    """Write (and sync) a scratch file of the machine's free memory and `beyond_gib` more,
+    kept until the bench ends: the page cache full and the kernel reclaiming, as on a server
+    that has run a while, so that every producer run meets the memory state of the first.
+    GiB written."""
+    chunk = bytes(64 << 20)
+    todo = int((free_gib() + beyond_gib) * (1 << 30))
+    written = 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while written < todo:
+            written += os.write(fd, chunk)
+            os.fdatasync(fd)  # clean pages: reclaim drops them without writing them first
+    finally:
+        os.close(fd)
+    return written / (1 << 30)
+
+
 def idle_priority() -> None:
     """This thread, and the processes it starts from now on, run under SCHED_IDLE: only on CPU
     that nothing else wants (see the module doc)."""
@@ -213,6 +236,7 @@ def normal_priority() -> None:
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
+FILL_BEYOND_GIB = 1.0  # fill_page_cache writes this much more than the free memory
 MAX_STEAL = 0.05  # a producer run whose steady state lost more of the CPU to the host is run again
 RUNS_AGAINST_STEAL = 3
 
@@ -348,6 +372,8 @@ def main() -> int:
     ap.add_argument("--producer-partitions", type=int, default=8,
                     help="partitions of the producer's topic (one: its 16 KiB batches, 5 in flight, cap it at "
                          "5 x 16 KiB per fsynced quorum write's latency)")
+    ap.add_argument("--fill-memory", action=argparse.BooleanOptionalAction, default=True,
+                    help="fill the page cache before the producer runs (see the module doc)")
     ap.add_argument("--scan-mbps-per-task", type=int, default=50,
                     help="quire.maxBytesPerSecond of the bounded scans during the producer, MiB/s")
     args = ap.parse_args()
@@ -403,6 +429,9 @@ def main() -> int:
                                   groups, kafka_df(kafka_bs, "warm"))
             create_topic(gw.bootstrap, "load", args.producer_partitions)
             bounded = args.scan_mbps_per_task * (1 << 20)
+            if args.fill_memory:
+                gib = fill_page_cache(Path(tmp) / "page-cache-filler", FILL_BEYOND_GIB)
+                print(f"page cache filled with {gib:.1f} GiB of a scratch file: {free_gib():.1f} GiB free", flush=True)
 
             mb = records * RECORD / (1 << 20)
             # Alone runs between the loaded ones: each loaded run is compared with the mean of the

@@ -48,8 +48,9 @@ the runs drifted with the machine's memory: in one bench the producer alone had 
 with 7.9 GiB free, 167 ms once the page cache reached the last 0.4 GiB, then 81 and 22 ms,
 and each loaded run was compared with neighbours from different states. With it, the alone
 run right after the direct scans was still the slow one (10, 125, 13 and 17 ms alone; 183 and
-167 ms in two benches without it): whatever the scans leave behind outlasts them, and that run
-inflates the baseline of the loaded run before it. A producer whose
+167 ms in two benches without it), and that run inflates the baseline of the loaded run before
+it. The producer alone also slows as the store grows (17, 32 and 62 ms over runs that each add
+3.6 GB of replicas, memory not yet full), so each alone run carries that drift. A producer whose
 write path alone keeps the machine near 100% has no headroom for anything else, and its p99 then measures the machine (Quire's write
 path costs about the same per batch at any size, and with linger.ms=5 over 8 partitions the
 tool sends about 1,600 batches a second at 10 MB/s as at 20). The same producer during two busy loops

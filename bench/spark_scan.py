@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -218,7 +219,10 @@ def fill_page_cache(path: Path, beyond_gib: float) -> float:
     that has run a while, so that every producer run meets the memory state of the first.
     GiB written."""
     chunk = bytes(64 << 20)
-    todo = int((free_gib() + beyond_gib) * (1 << 30))
+    # never the disk's last GiBs: on a machine with more memory than disk to spare, a fuller disk
+    # would fail the stores, not measure them
+    room = shutil.disk_usage(path.parent).free - (4 << 30)
+    todo = min(int((free_gib() + beyond_gib) * (1 << 30)), max(room, 0))
     written = 0
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:

@@ -21,42 +21,42 @@ Quire's write path is a chain of wake-ups (producer, gateway, bookies, their jou
 On this 2-core machine two nice-19 busy loops raised a 20 MB/s producer's p99 from 187-332 ms
 to 1.5-1.8 s (and it fell behind its rate), the same loops under SCHED_IDLE left it at 92-148 ms.
 
-Then a producer at a fixed rate on Quire (kafka-producer-perf-test --throughput, acks=all, its
-steady-state p99 after --producer-warmup-s of warm-up; the JVM options of the fills, whose JIT
-compiles it fully: with the CLI tools' quick-start options it took half a core at 20 MB/s, with
-these a fifth once compiled). The warm-up is 30 s because the JIT takes that long here: 15-23 s
-into a run the tool's JVM still took 62% of a core compiling, against 20% at 35-43 s, and on
-this 2-core machine that compiling is what made the p99 of a run with 5 s of warm-up (150 to
-1,263 ms alone in one run; 48 to 78 ms after 30 s). Alone and during direct scans (a):
-unbounded, and bounded with `quire.maxBytesPerSecond` (--scan-mbps-per-task). Alone runs alternate with the loaded ones,
-and each loaded run is compared with the mean of the two alone runs beside it (of the one the
-host did not disturb, if it disturbed the other; if it disturbed both, of the nearest alone runs
-it did not disturb). The p99 ratio shows how far a
-direct scan disturbs the write path. Its topic has --producer-partitions partitions (8, like the
-scanned one): on one partition the perf tool's 16 KiB batches, at most 5 in flight, cap it at
-5 x 16 KiB per quorum write (an fsynced add on 2 of 3 bookies), 8.5 MB/s on a 2-core machine
-whose disk syncs take a millisecond. Each producer run prints the share of the machine's CPU
-that was busy and that the host stole in its steady state (a run that lost more than 5% to the
-host is run again, up to three runs, and the least disturbed counts: on this shared machine a
-neighbour took 20-35% at times, and a run then measured the neighbour), and the direct reclaims
-and compactions the kernel made processes do meanwhile (each a stall of milliseconds to
-hundreds: the runs write about 25 GB of replicas, and once the page cache has filled this
-24 GiB machine, allocations wait for memory to be freed). Before the first producer run the
-bench fills the page cache (a scratch file of the free memory and 1 GiB more, --no-fill-memory
-to skip): every run then meets the memory state of a server that has run a while. Without it
-the runs drifted with the machine's memory: in one bench the producer alone had a p99 of 33 ms
-with 7.9 GiB free, 167 ms once the page cache reached the last 0.4 GiB, then 81 and 22 ms,
-and each loaded run was compared with neighbours from different states. With it, the alone
-run right after the direct scans was still the slow one (10, 125, 13 and 17 ms alone; 183 and
-167 ms in two benches without it), and that run inflates the baseline of the loaded run before
-it. The producer alone also slows as the store grows (17, 32 and 62 ms over runs that each add
-3.6 GB of replicas, memory not yet full), so each alone run carries that drift. A producer whose
-write path alone keeps the machine near 100% has no headroom for anything else, and its p99 then measures the machine (Quire's write
-path costs about the same per batch at any size, and with linger.ms=5 over 8 partitions the
-tool sends about 1,600 batches a second at 10 MB/s as at 20). The same producer during two busy loops
-that read nothing (under Spark's policy) is the control: the scan's CPU without its reads. The
-peer: the same producer on Apache Kafka, alone and during scans (c) of Kafka, its p99 ratio
-measured the same way (the yardstick: what a full scan does on this machine to a broker written
+Then a producer at a fixed rate on Quire, its latency alone and during direct scans (a):
+unbounded, and bounded with `quire.maxBytesPerSecond` (--scan-mbps-per-task). The producer is
+bench/PhasedProducer.java (acks=all, the client's defaults otherwise, latency from send() to
+its callback, as kafka-producer-perf-test measures it), one JVM for the whole comparison: after
+--producer-warmup-s (its JIT compiling: 15-23 s into a run the perf tool's JVM still took 62% of
+a core compiling, and that made the p99 of runs with a short warm-up), --rounds rounds of a
+window alone, then a window under each load in turn (--window-s each; a load runs again and
+again until its window is over). The records sent in the first --settle-s of a window count to
+neither side (the switch's own records, whose latency belongs to both), every other record to
+its window's phase, and each phase's p99 is taken over all its windows. The ratio of a load is
+its p99 over the p99 alone.
+
+Why windows interleaved in one JVM rather than a run of the perf tool per phase, as before:
+run against run, the p99 alone varied two- to tenfold on this machine (10, 125, 13 and 17 ms
+in one bench; 14 then 122 ms in a check), with the JIT, the store growing by 3.6 GB of replicas
+a run (17, 32, 62 ms over three runs), the memory state, and the host; a loaded run then
+measured which neighbours it had. Interleaved windows meet the same drift on both sides. The
+first bench this way gave Quire 25 ms alone, 66 ms during direct scans (x2.64), 50 ms during
+the busy loops (x2.00); and Apache Kafka, the peer, 4 ms alone, 12 ms during scans (c) (x3.00),
+where runs of its own had given x0.41 to x1.37.
+
+The producer's topic has --producer-partitions partitions (8, like the scanned one): on one
+partition the client's 16 KiB batches, at most 5 in flight, cap it at 5 x 16 KiB per fsynced
+quorum write. Each phase prints the share of the machine's CPU that was busy and that the host
+stole during its windows (on this shared machine a neighbour took 20-35% at times), and the
+direct reclaims and compactions the kernel made processes do (stalls of milliseconds to
+hundreds). Before the producer starts, the bench fills the page cache (a scratch file of the
+free memory and 1 GiB more, --no-fill-memory to skip): the runs write about 25 GB of replicas,
+and without it the memory filled during the comparison (33 ms alone with 7.9 GiB free, 167 ms
+once the page cache reached the last 0.4 GiB). A producer whose write path alone keeps the
+machine near 100% has no headroom for anything else, and its p99 then measures the machine
+(Quire's write path costs about the same per batch at any size, and with linger.ms=5 over 8
+partitions the client sends about 1,600 batches a second at 10 MB/s as at 20). The same
+producer during two busy loops that read nothing (under Spark's policy) is the control: the
+scan's CPU without its reads. The peer: the same comparison on Apache Kafka, alone and during
+scans (c) of Kafka (the yardstick: what a full scan does on this machine to a broker written
 in Java). Last,
 `quire migrate` copies Kafka's topic into a fresh `quire standalone --bookies 3 --import-enable`
 (MB/s, and its tasks' time fetching from Kafka and importing into Quire). Targets: direct >=
@@ -67,11 +67,12 @@ Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
 producer_p99_ratio=<n> migrate_MBps=<n> bounded_p99_ratio=<n> busy_loops_p99_ratio=<n>
 producer_alone_cpu_busy_pct=<n> kafka_producer_p99_ratio=<n>` (producer_p99_ratio: during
 unbounded scans; bounded_p99_ratio: during the bounded ones; producer_alone_cpu_busy_pct, how
-busy the machine's CPU was with the producer alone, the mean over the alone runs;
+busy the machine's CPU was during the windows alone;
 kafka_producer_p99_ratio, the peer's ratio during scans (c)).
 
-Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--producer-s 30]
-       [--producer-warmup-s 30] [--producer-partitions 8] [--scan-mbps-per-task 50] [--no-fill-memory]
+Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--window-s 30]
+       [--rounds 3] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
+       [--scan-mbps-per-task 50] [--no-fill-memory]
 """
 
 from __future__ import annotations
@@ -82,7 +83,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -245,98 +245,101 @@ def normal_priority() -> None:
 
 
 FILL_BEYOND_GIB = 1.0  # fill_page_cache writes this much more than the free memory
-MAX_STEAL = 0.05  # a producer run whose steady state lost more of the CPU to the host is run again
-RUNS_AGAINST_STEAL = 3
+PHASED_PRODUCER = Path(__file__).with_name("PhasedProducer.java")
 
 
-def rate_limited_p99(bootstrap: str, topic: str, mbps: float, seconds: float,
-                     warmup: float) -> tuple[float, float, float]:
-    """p99 latency (ms) of kafka-producer-perf-test at a fixed rate in its steady state, and the
-    shares of the machine's CPU that were busy and stolen by the host meanwhile. Steady state: the
-    first `warmup` seconds (the tool's JVM compiling itself, its first metadata and connections,
-    which otherwise make the p99) are left out with --warmup-records. A run whose steady state
-    had more than MAX_STEAL of the CPU stolen by the host (a neighbour on it: 20-35% at times,
-    p99 then 1-2 s against 40-100 ms) measures the neighbour: it is run again, up to
-    RUNS_AGAINST_STEAL runs in all, and the one with the least steal counts."""
-    best: tuple[float, float, float] | None = None
-    for _ in range(RUNS_AGAINST_STEAL):
-        p99, busy, stolen = producer_run(bootstrap, topic, mbps, seconds, warmup)
-        if best is None or stolen < best[2]:
-            best = (p99, busy, stolen)
-        if stolen <= MAX_STEAL:
-            break
-    assert best is not None
-    return best
+class PhasedProducer:
+    """bench/PhasedProducer.java at a fixed rate (acks=all, the client's defaults otherwise, as
+    kafka-producer-perf-test), one JVM for a whole comparison; `phase(name)` makes the records
+    sent from then on count to `name`, once `settle_s` has passed (the records of the switch
+    itself, whose latency belongs to both sides, count to neither)."""
+
+    def __init__(self, bootstrap: str, topic: str, mbps: float, settle_s: float) -> None:
+        rps = int(mbps * (1 << 20) / RECORD)
+        cmd = kafka_dist.java_command(str(PHASED_PRODUCER), [bootstrap, topic, str(rps), str(RECORD),
+                                                              str(int(settle_s * 1000))], jvm_opts=PERF_JVM_OPTS)
+        # stderr to a file: the client's log lines over a long run must never fill a pipe nobody reads
+        self.stderr = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+
+    def _stderr_tail(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read()[-3000:]
+
+    def phase(self, name: str) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"PhasedProducer exited {self.proc.returncode}: {self._stderr_tail()}")
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"phase {name}\n")
+        self.proc.stdin.flush()
+
+    def stop(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """Flush, close; (the windows in order, each phase's windows together)."""
+        import json
+
+        out, _ = self.proc.communicate("stop\n", timeout=120)
+        events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        if self.proc.returncode != 0 or not events or events[-1]["event"] != "done":
+            raise RuntimeError(f"PhasedProducer exited {self.proc.returncode}:\n{out[-2000:]}\n{self._stderr_tail()}")
+        if events[-1]["errors"]:
+            raise RuntimeError(f"PhasedProducer: {events[-1]['errors']} records failed")
+        return ([e for e in events if e["event"] == "window"],
+                {e["phase"]: e for e in events if e["event"] == "phase"})
 
 
-def producer_run(bootstrap: str, topic: str, mbps: float, seconds: float,
-                 warmup: float) -> tuple[float, float, float]:
-    """One run of rate_limited_p99's: (steady-state p99 in ms, busy share, stolen share), the
-    CPU shares over the steady state only."""
-    rps = int(mbps * (1 << 20) / RECORD)
-    steady: list[tuple[int, int, int]] = []
-    stalls: list[tuple[int, int]] = []
+ALONE = "alone"
 
-    def steady_from() -> None:
-        steady.append(cpu_ticks())
-        stalls.append(memory_stalls())
 
-    timer = threading.Timer(warmup, steady_from)
-    timer.start()
+def interleaved_p99(bootstrap: str, args: argparse.Namespace,
+                    loads: dict[str, Callable[[], object]]) -> dict[str, dict[str, Any]]:
+    """The producer's latency alone and during each load, in one run of PhasedProducer: after
+    --producer-warmup-s, --rounds rounds of a window alone then a window under each load in
+    turn (a load runs again and again until its window, --window-s, is over; the last run may
+    go past it). Prints each phase's p99 per window and over all its windows, with the share of
+    the machine's CPU that was busy and that the host stole meanwhile, and the memory stalls;
+    returns each phase's (all windows) numbers."""
+    prod = PhasedProducer(bootstrap, "load", args.producer_mbps, args.settle_s)
+    cpu: dict[str, list[int]] = {}
+    stalls: dict[str, list[int]] = {}
+    runs: dict[str, list[float]] = {}  # load runs, seconds
+    done = False
     try:
-        out = kafka_dist.run_tool("kafka-producer-perf-test", [
-            "--topic", topic, "--num-records", str(int(rps * (seconds + warmup))), "--record-size", str(RECORD),
-            "--throughput", str(rps), "--warmup-records", str(int(rps * warmup)),
-            "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
-        ], timeout=600, jvm_opts=PERF_JVM_OPTS).stdout
+        prod.phase("warm-up")
+        time.sleep(args.producer_warmup_s)  # the JVM's JIT compiling (see the module doc)
+        for _ in range(args.rounds):
+            for name, load in {ALONE: None, **loads}.items():
+                prod.phase(name)
+                c0, m0, t0 = cpu_ticks(), memory_stalls(), time.monotonic()
+                end, n = t0 + args.window_s, 0
+                while time.monotonic() < end:
+                    if load is None:
+                        time.sleep(end - time.monotonic())
+                    else:
+                        load()
+                        n += 1
+                r = runs.setdefault(name, [0, 0.0])
+                r[0] += n
+                r[1] += time.monotonic() - t0
+                for acc, now, before in ((cpu, cpu_ticks(), c0), (stalls, memory_stalls(), m0)):
+                    acc[name] = [a + b - c for a, b, c in zip(acc.get(name, [0] * len(now)), now, before)]
+        prod.phase("end")
+        done = True
     finally:
-        timer.cancel()
-    import re
-
-    m = re.search(r"steady state records sent.* (\d+) ms 99th", out)
-    if m is None or not steady:
-        raise RuntimeError(f"unexpected kafka-producer-perf-test output:\n{out}")
-    busy, stolen, total = (a - b for a, b in zip(cpu_ticks(), steady[0]))
-    busy_share, stolen_share = busy / max(total, 1), stolen / max(total, 1)
-    reclaims, compactions = (a - b for a, b in zip(memory_stalls(), stalls[0]))
-    print(f"  producer run: p99 {m[1]} ms; steady state: machine CPU {busy_share:.0%} busy, "
-          f"{stolen_share:.0%} stolen by the host{' (run again)' if stolen_share > MAX_STEAL else ''}; "
-          f"memory: {reclaims} direct reclaims, {compactions} direct compactions, {free_gib():.1f} GiB free",
-          flush=True)
-    return float(m[1]), busy_share, stolen_share
-
-
-def baseline(alones: list[tuple[float, float, float]], i: int) -> float:
-    """What the i-th loaded run's p99 is compared with: the mean p99 of the alone runs either
-    side of it (alones[i], alones[i + 1]) that the host left alone (steal at most MAX_STEAL).
-    If it disturbed both, the nearest undisturbed alone runs elsewhere in the bench stand in (a
-    disturbed run measures the neighbour, not Quire); if it disturbed every one, both beside it."""
-    def calm(runs: list[tuple[float, float, float]]) -> list[float]:
-        return [p99 for p99, _, stolen in runs if stolen <= MAX_STEAL]
-
-    for reach in range(1, len(alones)):
-        near = calm(alones[max(0, i + 1 - reach):i + 1 + reach])
-        if near:
-            return sum(near) / len(near)
-    return (alones[i][0] + alones[i + 1][0]) / 2
-
-
-def p99_during(what: str, bootstrap: str, args: argparse.Namespace, load: Callable[[], object]) -> tuple[float, float]:
-    """The producer's steady-state p99 while `load()` runs again and again (until the producer
-    is done), and how many times a second it ran."""
-    during: list[float] = []
-    t = threading.Thread(target=lambda: during.append(
-        rate_limited_p99(bootstrap, "load", args.producer_mbps, args.producer_s, args.producer_warmup_s)[0]))
-    t0 = time.monotonic()
-    t.start()
-    runs = 0
-    while t.is_alive():
-        load()
-        runs += 1
-    t.join()
-    if not during:
-        raise RuntimeError(f"the producer failed during {what}")
-    return during[0], runs / (time.monotonic() - t0)
+        if not done:
+            prod.proc.kill()
+    windows, phases = prod.stop()
+    for name, ph in phases.items():
+        if name not in cpu:
+            continue
+        busy, stolen, total = cpu[name]
+        ph["busy"], ph["stolen"] = busy / max(total, 1), stolen / max(total, 1)
+        ph["load_runs_per_s"] = runs[name][0] / runs[name][1]
+        per_window = ", ".join(str(w["p99_ms"]) for w in windows if w["phase"] == name)
+        print(f"  {name}: p99 {ph['p99_ms']} ms over {ph['records']} records (windows: {per_window} ms; "
+              f"p50 {ph['p50_ms']}, p99.9 {ph['p999_ms']}, max {ph['max_ms']} ms); machine CPU {ph['busy']:.0%} busy, "
+              f"{ph['stolen']:.0%} stolen by the host; {stalls[name][0]} direct reclaims, "
+              f"{stalls[name][1]} direct compactions", flush=True)
+    return {name: ph for name, ph in phases.items() if name in cpu}
 
 
 def busy_loops(n: int) -> Callable[[], object]:
@@ -374,9 +377,13 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=2048, help="topic size, MiB")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--producer-mbps", type=float, default=20.0)
-    ap.add_argument("--producer-s", type=float, default=30.0, help="steady-state seconds (after the warm-up)")
+    ap.add_argument("--window-s", type=float, default=30.0,
+                    help="seconds of each phase window (alone, or under one load)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of windows: alone, then under each load")
+    ap.add_argument("--settle-s", type=float, default=3.0,
+                    help="seconds at the start of each window whose records count to no phase")
     ap.add_argument("--producer-warmup-s", type=float, default=30.0,
-                    help="seconds of each producer run left out of its p99 (its JVM's JIT compiling)")
+                    help="seconds the producer runs before the first window (its JVM's JIT compiling)")
     ap.add_argument("--producer-partitions", type=int, default=8,
                     help="partitions of the producer's topic (one: its 16 KiB batches, 5 in flight, cap it at "
                          "5 x 16 KiB per fsynced quorum write's latency)")
@@ -442,46 +449,36 @@ def main() -> int:
                 print(f"page cache filled with {gib:.1f} GiB of a scratch file: {free_gib():.1f} GiB free", flush=True)
 
             mb = records * RECORD / (1 << 20)
-            # Alone runs between the loaded ones: each loaded run is compared with the mean of the
-            # alone runs either side of it (see baseline), as the same producer alone drifts over a run (19, 20,
-            # 30, then 64 ms at 10 MB/s in one: the store holds more data with each run, and this
-            # VM's vCPUs vary in speed by a quarter from one second to the next).
-            def alone(bootstrap: str) -> tuple[float, float, float]:
-                return rate_limited_p99(bootstrap, "load", args.producer_mbps, args.producer_s, args.producer_warmup_s)
-
-            alones = [alone(gw.bootstrap)]
-            loaded: list[tuple[float, float]] = []
-            for what, load in (
-                ("direct scans", lambda: scan(spark, quire_df(), records)),
-                ("bounded direct scans",
-                 lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records)),
-                ("busy loops", busy_loops(2)),
-            ):
-                loaded.append(p99_during(what, gw.bootstrap, args, load))
-                alones.append(alone(gw.bootstrap))
-            beside = [baseline(alones, i) for i in range(len(loaded))]
-            (full, full_runs), (capped, capped_runs), (cpu, _) = loaded
-            ratio, bounded_ratio, cpu_ratio = (p / b if b > 0 else nan for (p, _), b in zip(loaded, beside))
-            alone_busy = sum(b for _, b, _ in alones) / len(alones)
-            print(f"producer at {args.producer_mbps} MB/s, steady-state p99 alone: "
-                  f"{', '.join(f'{p:.0f}' + ('*' if st > MAX_STEAL else '') for p, _, st in alones)} ms (*: disturbed); {full:.0f} ms (x{ratio:.2f} of {beside[0]:.0f} ms, the undisturbed "
-                  f"alone runs nearest it) during unbounded direct scans at {full_runs * mb:.0f} MB/s; {capped:.0f} ms "
-                  f"(x{bounded_ratio:.2f} of {beside[1]:.0f} ms) during direct scans bounded to {args.scan_mbps_per_task} MB/s a task "
-                  f"({capped_runs * mb:.0f} MB/s); {cpu:.0f} ms (x{cpu_ratio:.2f} of {beside[2]:.0f} ms) during two busy loops under "
-                  f"SCHED_IDLE that read nothing (load {os.getloadavg()[0]:.1f})", flush=True)
+            print(f"producer at {args.producer_mbps} MB/s on Quire, {args.rounds} rounds of {args.window_s:.0f} s windows "
+                  f"(the first {args.settle_s:.0f} s of each left out):", flush=True)
+            q = interleaved_p99(gw.bootstrap, args, {
+                "direct scans": lambda: scan(spark, quire_df(), records),
+                "bounded direct scans":
+                    lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records),
+                "busy loops": busy_loops(2),
+            })
+            alone_p99 = q[ALONE]["p99_ms"]
+            ratio, bounded_ratio, cpu_ratio = (
+                q[k]["p99_ms"] / alone_p99 if alone_p99 > 0 else nan
+                for k in ("direct scans", "bounded direct scans", "busy loops"))
+            alone_busy = q[ALONE]["busy"]
+            print(f"producer p99 alone {alone_p99} ms; during unbounded direct scans "
+                  f"({q['direct scans']['load_runs_per_s'] * mb:.0f} MB/s) {q['direct scans']['p99_ms']} ms (x{ratio:.2f}); "
+                  f"during direct scans bounded to {args.scan_mbps_per_task} MB/s a task "
+                  f"({q['bounded direct scans']['load_runs_per_s'] * mb:.0f} MB/s) {q['bounded direct scans']['p99_ms']} ms "
+                  f"(x{bounded_ratio:.2f}); during two busy loops under SCHED_IDLE that read nothing "
+                  f"{q['busy loops']['p99_ms']} ms (x{cpu_ratio:.2f})", flush=True)
             # The peer: the same producer on Apache Kafka, alone and during Spark's Kafka source
             # scanning Kafka (c), Spark under the same policy: how far a full scan on this machine
             # moves a Kafka producer's p99, the yardstick for producer_p99_ratio.
             create_topic(kafka_bs, "load", args.producer_partitions)
-            peer_alones = [alone(kafka_bs)]
-            peer, peer_runs = p99_during("Kafka source scans of Apache Kafka", kafka_bs, args,
-                                         lambda: scan(spark, kafka_df(kafka_bs), records))
-            peer_alones.append(alone(kafka_bs))
-            peer_base = baseline(peer_alones, 0)
-            kafka_ratio = peer / peer_base if peer_base > 0 else nan
-            print(f"the same producer on Apache Kafka, steady-state p99 alone: "
-                  f"{', '.join(f'{p:.0f}' + ('*' if st > MAX_STEAL else '') for p, _, st in peer_alones)} ms; {peer:.0f} ms "
-                  f"(x{kafka_ratio:.2f}) during Spark Kafka source scans of it at {peer_runs * mb:.0f} MB/s", flush=True)
+            print("the same producer on Apache Kafka:", flush=True)
+            k = interleaved_p99(kafka_bs, args, {"Kafka source scans": lambda: scan(spark, kafka_df(kafka_bs), records)})
+            peer_alone = k[ALONE]["p99_ms"]
+            kafka_ratio = k["Kafka source scans"]["p99_ms"] / peer_alone if peer_alone > 0 else nan
+            print(f"Apache Kafka: producer p99 alone {peer_alone} ms; during Spark Kafka source scans of it "
+                  f"({k['Kafka source scans']['load_runs_per_s'] * mb:.0f} MB/s) {k['Kafka source scans']['p99_ms']} ms "
+                  f"(x{kafka_ratio:.2f})", flush=True)
             if alone_busy > 0.8:
                 print(f"the producer alone kept the machine's CPU {alone_busy:.0%} busy: with no headroom left, "
                       f"its p99 measures the machine more than the scan (try a lower --producer-mbps)", flush=True)

@@ -216,7 +216,7 @@ def free_gib() -> float:
 def fill_page_cache(path: Path, beyond_gib: float) -> float:
     """Write (and sync) a scratch file of the machine's free memory and `beyond_gib` more,
     kept until the bench ends: the page cache full and the kernel reclaiming, as on a server
-    that has run a while, so that every producer run meets the memory state of the first.
+    that has run a while, so that every producer window meets the memory state of the first.
     GiB written."""
     chunk = bytes(64 << 20)
     # never the disk's last GiBs: on a machine with more memory than disk to spare, a fuller disk
@@ -388,7 +388,7 @@ def main() -> int:
                     help="partitions of the producer's topic (one: its 16 KiB batches, 5 in flight, cap it at "
                          "5 x 16 KiB per fsynced quorum write's latency)")
     ap.add_argument("--fill-memory", action=argparse.BooleanOptionalAction, default=True,
-                    help="fill the page cache before the producer runs (see the module doc)")
+                    help="fill the page cache before the producer starts (see the module doc)")
     ap.add_argument("--scan-mbps-per-task", type=int, default=50,
                     help="quire.maxBytesPerSecond of the bounded scans during the producer, MiB/s")
     args = ap.parse_args()

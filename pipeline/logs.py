@@ -142,7 +142,8 @@ class Quire:
 
     async def __aenter__(self) -> Quire:
         await self.meta.start()
-        self.client = LedgerClient(self.meta)
+        # Scans flag their range reads background: the bookies serve them after the adds.
+        self.client = LedgerClient(self.meta, background_reads=True)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

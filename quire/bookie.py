@@ -119,6 +119,8 @@ def run_bookie(
     rack: str | None,
     no_fsync: bool = False,
     journal_batch_wait: float | None = None,
+    background_read_threads: int | None = None,
+    background_read_nice: int | None = None,
     flush_interval: float | None = None,
     write_cache_mb: float | None = None,
     metrics: tuple[str, int] | None = None,
@@ -140,6 +142,10 @@ def run_bookie(
         )
     if journal_batch_wait is not None:
         config.journal_batch_wait = journal_batch_wait
+    if background_read_threads is not None:
+        config.background_read_threads = max(1, background_read_threads)
+    if background_read_nice is not None:
+        config.background_read_nice = background_read_nice
     if flush_interval is not None:
         config.storage.flush_interval = flush_interval
     if write_cache_mb is not None:
@@ -180,6 +186,8 @@ def main(args: argparse.Namespace) -> int:
         rack=r.get_value("broker.rack"),
         no_fsync=not r.get_value("quire.bookie.fsync"),
         journal_batch_wait=r.get_value("quire.bookie.journal.batch.wait.s"),
+        background_read_threads=r.get_value("quire.bookie.background.read.threads"),
+        background_read_nice=r.get_value("quire.bookie.background.read.nice"),
         flush_interval=r.get_value("quire.bookie.flush.interval.s"),
         write_cache_mb=r.get_value("quire.bookie.write.cache.mb"),
         metrics=metrics,

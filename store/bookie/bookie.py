@@ -20,6 +20,7 @@ from pathlib import Path
 
 from store.bookie import journal as jr
 from store.bookie.entry import EntryDigestError, peek_ids, unpack_entry
+from store.bookie.entry_log import FileSpan
 from store.bookie.errors import (
     BadRequestError,
     BookieError,
@@ -41,8 +42,11 @@ log = logging.getLogger(__name__)
 class BookieConfig:
     storage: StorageConfig = field(default_factory=StorageConfig)
     journal_file_size: int = 64 << 20
-    journal_batch_wait: float = 0.0  # 0: write as soon as the loop is idle (adaptive)
+    # BookKeeper's journalMaxGroupWaitMSec: 2 ms; 0 writes each batch as soon as the loop is idle
+    journal_batch_wait: float = 0.002
     journal_sync: bool = True  # False: ack adds before fdatasync (UNSAFE, benchmarks only)
+    background_read_threads: int = 2  # threads sending the READ_RANGEs flagged FLAG_BACKGROUND
+    background_read_nice: int = 10  # their nice level: adds come first (0: the bookie's own)
 
 
 class Bookie:
@@ -173,15 +177,21 @@ class Bookie:
         return await self.storage.read(ledger_id, entry_id)
 
     async def read_range(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[Entry]:
-        if first < 0 or last < first:
-            raise BadRequestError(f"bad range {first}..{last}")
+        _check_range(first, last)
         return await self.storage.read_range(ledger_id, first, last, max_bytes)
 
     async def read_range_prefixed(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[Buffer]:
         """read_range's entries, each after its u32 length: READ_RANGE's response body."""
-        if first < 0 or last < first:
-            raise BadRequestError(f"bad range {first}..{last}")
+        _check_range(first, last)
         return await self.storage.read_range_prefixed(ledger_id, first, last, max_bytes)
+
+    def range_pieces(
+        self, ledger_id: int, first: int, last: int, max_bytes: int
+    ) -> tuple[list[Buffer | FileSpan], list[int]]:
+        """READ_RANGE's response body with the entries on disk as entry-log spans to sendfile;
+        the caller releases the logs afterwards (LedgerStorage.range_pieces)."""
+        _check_range(first, last)
+        return self.storage.range_pieces(ledger_id, first, last, max_bytes)
 
     def read_lac(self, ledger_id: int) -> tuple[int, int]:
         info = self.storage.info(ledger_id)
@@ -211,3 +221,8 @@ class Bookie:
         self.storage.delete(ledger_id)
         self._fencing.pop(ledger_id, None)
         await self.journal.append(jr.REC_DELETE, LEDGER.pack(ledger_id))
+
+
+def _check_range(first: int, last: int) -> None:
+    if first < 0 or last < first:
+        raise BadRequestError(f"bad range {first}..{last}")

@@ -164,8 +164,14 @@ class _Conn(FramedProtocol):
 
 
 class BookieClient:
-    def __init__(self, address: str, *, connect_timeout: float = 5.0, request_timeout: float = 10.0) -> None:
+    def __init__(
+        self, address: str, *, connect_timeout: float = 5.0, request_timeout: float = 10.0, background_reads: bool = False
+    ) -> None:
+        """background_reads: flag range reads FLAG_BACKGROUND (bulk scans the bookie serves at
+        a lower priority than adds; for a client that adds nothing on this connection, as a
+        response to anything else waits behind each such read)."""
         self.address = address
+        self._range_flags = p.FLAG_BACKGROUND if background_reads else 0
         host, _, port = address.rpartition(":")
         self._host = host.strip("[]")
         self._port = int(port)
@@ -244,7 +250,7 @@ class BookieClient:
     async def read_range(self, ledger_id: int, first: int, last: int, max_bytes: int = 4 << 20) -> list[memoryview]:
         """Packed entries first.. in order, as many whole ones as fit max_bytes (at least one);
         fewer than asked if the bookie lacks one (NoEntryError if it lacks `first`)."""
-        body = await self._call(p.Op.READ_RANGE, 0, [p.RANGE_REQ.pack(ledger_id, first, last, max_bytes)])
+        body = await self._call(p.Op.READ_RANGE, self._range_flags, [p.RANGE_REQ.pack(ledger_id, first, last, max_bytes)])
         try:
             return p.decode_range(body)
         except ValueError as e:
@@ -295,18 +301,20 @@ class BookieClient:
 
 
 class BookiePool:
-    """One shared BookieClient per bookie address."""
+    """One shared BookieClient per bookie address (background_reads: see BookieClient)."""
 
-    def __init__(self, *, connect_timeout: float = 5.0, request_timeout: float = 10.0) -> None:
+    def __init__(self, *, connect_timeout: float = 5.0, request_timeout: float = 10.0, background_reads: bool = False) -> None:
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
+        self.background_reads = background_reads
         self._clients: dict[str, BookieClient] = {}
 
     def get(self, address: str) -> BookieClient:
         c = self._clients.get(address)
         if c is None:
             c = self._clients[address] = BookieClient(
-                address, connect_timeout=self.connect_timeout, request_timeout=self.request_timeout
+                address, connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
+                background_reads=self.background_reads,
             )
         return c
 

@@ -24,9 +24,8 @@ _NAME = "{:010d}.log"
 _IOV_MAX = 1024  # buffers per pwritev (Linux UIO_MAXIOV)
 _CHUNK = 1 << 20  # write, and start writeback, this much at a time
 
-
-
 Location = tuple[int, int, int]  # (log_id, offset, length)
+FileSpan = tuple[int, int, int]  # (fd, offset, length): bytes of an open log, to read or sendfile
 
 
 class EntryLogs:

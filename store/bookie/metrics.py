@@ -1,12 +1,13 @@
 """The bookie process's Prometheus metrics: its journal's group commits (records and bytes per
-batch, fdatasync latency). Observed once per batch, on the journal's writer thread.
+batch, fdatasync latency; observed once per batch, on the journal's writer thread) and its
+background range reads (background_reads.py).
 Client-side metrics (latency per bookie) are in store/metrics.py.
 
 Registered when a journal is made (see LazyMetrics): gateways import this package too."""
 
 from __future__ import annotations
 
-from prometheus_client import Histogram
+from prometheus_client import Counter, Histogram
 
 from store.metrics import LATENCY_BUCKETS, LazyMetrics
 
@@ -23,6 +24,11 @@ JOURNAL_FDATASYNC_SECONDS = Histogram(
     buckets=LATENCY_BUCKETS, registry=None,
 )
 JOURNAL_METRICS = LazyMetrics(JOURNAL_BATCH_RECORDS, JOURNAL_BATCH_BYTES, JOURNAL_FDATASYNC_SECONDS)
+BACKGROUND_READ_BYTES = Counter(
+    "quire_bookie_background_read_bytes", "Bytes of READ_RANGE responses sent by the low-priority background "
+    "read threads (sendfile from the entry logs)", registry=None,
+)
+BACKGROUND_READ_METRICS = LazyMetrics(BACKGROUND_READ_BYTES)
 
 
 def journal_batch(records: int, nbytes: int, fdatasync_s: float | None) -> None:

@@ -17,6 +17,10 @@ frame_len counts the bytes after itself (so >= 10). Bodies, all integers big-end
     WRITE_LAC         req [ledger:i64][lac:i64]                 resp (empty)
 
 A response with a status other than OK carries a UTF-8 message as its body.
+
+Flags: FLAG_RECOVERY on ADD, FLAG_FENCE on READ, FLAG_BACKGROUND on READ_RANGE (a bulk read the
+bookie sends from a lower-priority thread, holding that connection's other responses until it
+is out: for connections that only read, such as a scan's).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ LEN = struct.Struct(">I")
 
 FLAG_RECOVERY = 0x01  # ADD: a recovery writer may add to a fenced ledger
 FLAG_FENCE = 0x02  # READ: fence the ledger while reading
+FLAG_BACKGROUND = 0x04  # READ_RANGE: a bulk read, sent at a lower priority than adds are taken
 
 
 class Op(IntEnum):

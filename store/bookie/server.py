@@ -4,10 +4,12 @@ One store.framing.FramedProtocol per connection: the socket reads into a reusabl
 small frames are copied out of it once; the rest of a large frame is read straight into a
 buffer of its own, which its entry then is (no copy at all). Each request is answered
 independently (responses may go out of order, matched by request id) and responses are
-batched into one writelines per loop iteration. When the write cache is full, ADDs wait in
-arrival order and the connection stops reading until a flush makes room (backpressure). A bad request gets an error response for
-that request only; a frame that breaks the framing (bad length) gets an error and the
-connection is closed. Other connections are unaffected.
+batched into one writelines per loop iteration; a READ_RANGE flagged FLAG_BACKGROUND is
+written by a low-priority thread instead (background_reads.py). When the write cache is
+full, ADDs wait in arrival order and the connection stops reading until a flush makes room
+(backpressure). A bad request gets an error response for that request only; a frame that
+breaks the framing (bad length) gets an error and the connection is closed. Other
+connections are unaffected.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections import deque
 from typing import cast
 
 from store.bookie import protocol as p
+from store.bookie.background_reads import BackgroundReaders, BackgroundSend, SendCancelled
 from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.errors import BadRequestError, BookieError, Status
 from store.framing import BackpressuredProtocol, Buffer
@@ -31,10 +34,16 @@ _ADD_OK_LEN = _ADD_OK.size - 4
 
 
 class BookieConnection(BackpressuredProtocol):
-    def __init__(self, bookie: Bookie, max_frame: int, conns: set[BookieConnection]) -> None:
+    def __init__(
+        self, bookie: Bookie, max_frame: int, conns: set[BookieConnection], background: BackgroundReaders | None = None
+    ) -> None:
         super().__init__(max_frame=max_frame, min_frame=p.FRAME_OVERHEAD)
         self.bookie = bookie
         self.conns = conns
+        self._background = background
+        # The background read writing to our socket now: every other response waits for it.
+        self._bg_send: BackgroundSend | None = None
+        self._bg_turn = asyncio.Lock()
         self.transport: asyncio.Transport | None = None
         self._out: list[Buffer] = []
         self._flush_scheduled = False
@@ -57,6 +66,8 @@ class BookieConnection(BackpressuredProtocol):
         self.conns.discard(self)
         self._closing = True
         self._blocked.clear()
+        if self._bg_send is not None:
+            self._bg_send.cancelled.set()
         for t in self._tasks:
             t.cancel()
 
@@ -101,6 +112,8 @@ class BookieConnection(BackpressuredProtocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self._bg_send is not None:
+            return  # a background read owns the socket; it flushes when it is done
         out, self._out = self._out, []
         if out and self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(out)
@@ -206,6 +219,43 @@ class BookieConnection(BackpressuredProtocol):
             self._error(p.Op.ADD, rid, status, str(exc))
         self._done()
 
+    async def _send_in_background(self, op: int, rid: int, lid: int, first: int, last: int, max_bytes: int) -> bool:
+        """Answer a READ_RANGE from a background read thread (background_reads.py); False if
+        it is the event loop's to answer after all: the socket is backed up (the thread may
+        only write to a socket nothing else has bytes queued for), or no entry is on disk."""
+        assert self._background is not None
+        async with self._bg_turn:  # one at a time: each writes a whole frame to the socket
+            t = self.transport
+            if t is None or t.is_closing():
+                return True  # nobody to answer
+            self._flush()  # what was answered before goes before
+            if t.get_write_buffer_size():
+                return False
+            pieces, logs = self.bookie.range_pieces(lid, first, last, max_bytes)
+            try:
+                if not any(isinstance(x, tuple) for x in pieces):
+                    self._ok(op, rid, *cast(list[Buffer], pieces))
+                    return True
+                size = sum(x[2] if isinstance(x, tuple) else len(x) for x in pieces)
+                send = self._bg_send = BackgroundSend([p.frame(op, Status.OK, rid, size), *pieces])
+                try:
+                    await asyncio.wrap_future(self._background.submit(t.get_extra_info("socket").fileno(), send))
+                except SendCancelled:
+                    pass
+                except OSError as e:
+                    # Part of the frame may be out: the stream cannot go on. The client fails
+                    # over to another replica.
+                    if not self._closing:
+                        log.warning("closing connection %s: background read of ledger %d failed: %s", self._peer(), lid, e)
+                        self._closing = True
+                        t.abort()
+                finally:
+                    self._bg_send = None
+                    self._flush()
+                return True
+            finally:
+                self.bookie.storage.release_logs(logs)
+
     async def _handle(self, op: int, flags: int, rid: int, body: bytes) -> None:
         try:
             b = self.bookie
@@ -214,7 +264,9 @@ class BookieConnection(BackpressuredProtocol):
                 self._ok(op, rid, await b.read(lid, eid, fence=bool(flags & p.FLAG_FENCE)))
             elif op == p.Op.READ_RANGE:
                 lid, first, last, max_bytes = p.RANGE_REQ.unpack(body)
-                self._ok(op, rid, *await b.read_range_prefixed(lid, first, last, max_bytes))
+                if not (flags & p.FLAG_BACKGROUND and self._background is not None
+                        and await self._send_in_background(op, rid, lid, first, last, max_bytes)):
+                    self._ok(op, rid, *await b.read_range_prefixed(lid, first, last, max_bytes))
             elif op == p.Op.READ_LAC_LONGPOLL:
                 lid, prev, timeout_ms = p.LONGPOLL_REQ.unpack(body)
                 lac = await b.wait_lac(lid, prev, timeout_ms / 1000)
@@ -260,6 +312,8 @@ class BookieServer:
         self.port = port
         self.max_frame = max_frame
         self.conns: set[BookieConnection] = set()
+        cfg = bookie.config
+        self.background = BackgroundReaders(cfg.background_read_threads, cfg.background_read_nice)
         self._server: asyncio.Server | None = None
 
     @property
@@ -269,7 +323,7 @@ class BookieServer:
     async def listen(self, start_serving: bool = True) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: BookieConnection(self.bookie, self.max_frame, self.conns),
+            lambda: BookieConnection(self.bookie, self.max_frame, self.conns, self.background),
             self.host,
             self.port,
             reuse_address=True,
@@ -289,6 +343,7 @@ class BookieServer:
                 c.transport.close()
         if self._server is not None:
             await self._server.wait_closed()
+        await asyncio.to_thread(self.background.close)  # sends in flight see their connection closed
 
 
 __all__ = ["BookieConfig", "BookieConnection", "BookieServer"]

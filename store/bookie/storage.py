@@ -4,8 +4,9 @@ Adds land in the write cache (write_cache.py), readable at once; flushes and che
 (checkpoint.py, with flush.py on the maintenance thread) move them to the entry logs and the
 index. Reads look in the write cache, then in the read cache (read_cache.py), then on disk,
 reading ahead; range reads (READ_RANGE, what scans and catch-up reads send) go out in the
-entry logs' own record format, a run of entries as the one buffer read from disk, and leave
-the read cache to single reads. Also here: each ledger's state and the tombstones of deleted ones
+entry logs' own record format, a run of entries as the one buffer read from disk (or, for a
+background read, the one span of the log sent with sendfile), and leave the read cache to
+single reads. Also here: each ledger's state and the tombstones of deleted ones
 (ledger_states.py), LAC long polls (lac_polls.py) and entry-log compaction (compaction.py).
 As BookKeeper's own ledger storage, this class only ties them together.
 
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from store.bookie.checkpoint import Checkpointer
 from store.bookie.compaction import Compactor
-from store.bookie.entry_log import LEN, EntryLogs, Location, read_run
+from store.bookie.entry_log import LEN, EntryLogs, FileSpan, Location, read_run
 from store.bookie.errors import NoEntryError, NoLedgerError
 from store.bookie.flush import Entry, FlushWriter
 from store.bookie.index import LedgerIndex, load_indexes, read_states
@@ -218,7 +219,7 @@ class LedgerStorage:
         out, disk = self._plan(ledger_id, first, last, max_bytes)
         if disk:
             runs = _runs(disk)
-            for run, data in zip(runs, await self._pread(runs, prefixed=False)):
+            for run, data in zip(runs, await self._pread(runs)):
                 if len(run.parts) == 1:
                     out[run.parts[0][0]] = data
                 else:
@@ -233,25 +234,56 @@ class LedgerStorage:
 
     async def read_range_prefixed(self, ledger_id: int, first: int, last: int, max_bytes: int) -> list[Buffer]:
         """The entries read_range returns, each prefixed by its length (u32, big-endian), as
-        buffers to send in order. That is the entry logs' record format, so a run of entries
-        contiguous in one log is the one buffer read from it, prefixes and all: a scan costs
-        no slice, prefix or buffer per entry. Its entries do not go into the read cache,
-        where a scan would only displace what tailing readers share."""
+        buffers to send in order: range_pieces with each span read from its entry log."""
+        pieces, logs = self.range_pieces(ledger_id, first, last, max_bytes)
+        try:
+            spans = [(i, piece) for i, piece in enumerate(pieces) if isinstance(piece, tuple)]
+            if spans:
+                loop = asyncio.get_running_loop()
+                datas = await loop.run_in_executor(None, lambda: [read_run(*span) for _, span in spans])
+                for (i, _), data in zip(spans, datas):
+                    pieces[i] = data
+        finally:
+            self.release_logs(logs)
+        return pieces  # type: ignore[return-value]
+
+    def range_pieces(
+        self, ledger_id: int, first: int, last: int, max_bytes: int
+    ) -> tuple[list[Buffer | FileSpan], list[int]]:
+        """READ_RANGE's response body for the entries read_range returns, each prefixed by its
+        length (u32, big-endian): buffers for cached entries, and for each run of entries
+        contiguous in one entry log an (fd, offset, length) span of that log, prefixes and
+        all, since that is the logs' record format: a scan costs no slice, prefix or buffer
+        per entry. Returns (pieces, the logs whose fds the spans hold): the caller sends or
+        reads the spans, then hands those logs to release_logs. Its entries do not go into
+        the read cache, where a scan would only displace what tailing readers share."""
         out, disk = self._plan(ledger_id, first, last, max_bytes)
         runs = _runs(disk)
-        datas = await self._pread(runs, prefixed=True) if runs else []
-        parts: list[Buffer] = []
+        pieces: list[Buffer | FileSpan] = []
+        logs: list[int] = []
         pos = r = 0
-        while pos < len(out):
-            e = out[pos]
-            if e is not None:
-                parts += (LEN.pack(len(e)), e)
-                pos += 1
-            else:
-                parts.append(datas[r])
-                pos += len(runs[r].parts)
-                r += 1
-        return parts
+        try:
+            while pos < len(out):
+                e = out[pos]
+                if e is not None:
+                    pieces += (LEN.pack(len(e)), e)
+                    pos += 1
+                else:
+                    run = runs[r]
+                    fd = self.logs.acquire(run.log_id)
+                    logs.append(run.log_id)
+                    pieces.append((fd, run.start - LEN.size, run.end - run.start + LEN.size))
+                    pos += len(run.parts)
+                    r += 1
+        except BaseException:
+            self.release_logs(logs)
+            raise
+        return pieces, logs
+
+    def release_logs(self, logs: list[int]) -> None:
+        """Give back the entry-log fds range_pieces' spans held."""
+        for log_id in logs:
+            self.logs.release(log_id)
 
     def _plan(
         self, ledger_id: int, first: int, last: int, max_bytes: int
@@ -283,11 +315,9 @@ class LedgerStorage:
             raise NoEntryError(f"ledger {ledger_id} has no entry {first} on this bookie")
         return out, disk
 
-    async def _pread(self, runs: list[_Run], *, prefixed: bool) -> list[bytes]:
-        """One pread per run, in a worker thread; with `prefixed`, from the first entry's
-        length prefix on."""
-        back = LEN.size if prefixed else 0
-        jobs = [(self.logs.acquire(r.log_id), r.start - back, r.end - r.start + back) for r in runs]
+    async def _pread(self, runs: list[_Run]) -> list[bytes]:
+        """One pread per run, in a worker thread."""
+        jobs = [(self.logs.acquire(r.log_id), r.start, r.end - r.start) for r in runs]
         try:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(None, lambda: [read_run(fd, off, n) for fd, off, n in jobs])

@@ -35,14 +35,18 @@ class LedgerClient:
         read_timeout: float = 5.0,
         speculative_read_timeout: float = 0.2,
         bookies: BookieConns | None = None,
+        background_reads: bool = False,
         explicit_lac_interval: float = 0.1,
         lost_poll_s: float = 5.0,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """`bookies` overrides the connection pool (default: a store.bookie.client.BookiePool
-        owned, and closed, by this client). explicit_lac_interval: a writer idle this long
-        tells its bookies its LAC (WRITE_LAC), so readers see its last entry; 0 (for now the
-        default, as tests assert the old one-behind LAC) disables; 0.1 is the intended value."""
+        owned, and closed, by this client). background_reads: the owned pool's range reads ask
+        the bookies for low priority (store.bookie.background_reads), for a client that only
+        reads, such as a scan's: the bookies hold its other responses behind each range.
+        explicit_lac_interval: a writer idle this long tells its bookies its LAC (WRITE_LAC),
+        so readers see its last entry; 0 (for now the default, as tests assert the old
+        one-behind LAC) disables; 0.1 is the intended value."""
         self.explicit_lac_interval = explicit_lac_interval
         self.lost_poll_s = lost_poll_s  # how often open writers look for bookies auto-recovery lost
         self._writers: weakref.WeakValueDictionary[int, LedgerWriter] = weakref.WeakValueDictionary()
@@ -52,7 +56,7 @@ class LedgerClient:
         if bookies is None:
             from store.bookie.client import BookiePool
 
-            self._owned_pool = BookiePool()
+            self._owned_pool = BookiePool(background_reads=background_reads)
             bookies = self._owned_pool
         self._env = LedgerEnv(
             meta=meta,

@@ -129,14 +129,25 @@ async def test_replay_starts_at_mark_and_rolled_files_are_deleted(tmp_path: Path
     await j.close()
 
 
-async def test_batch_wait_groups_sequential_appends(tmp_path: Path) -> None:
-    j = jr.Journal(tmp_path, max_batch_wait=0.05)
+async def test_batch_wait_groups_appends_that_follow_each_other(tmp_path: Path) -> None:
+    j = jr.Journal(tmp_path, max_batch_wait=1.0)
     j.open(after_file_id=-1)
+    await j.append(jr.REC_ADD, b"first")  # after a quiet spell: written at once, alone
+    assert j.fsyncs == 1
     futs = []
     for i in range(20):
         futs.append(j.append(jr.REC_ADD, bytes([i])))
-        await asyncio.sleep(0)  # separate loop iterations, still one batch
+        await asyncio.sleep(0)  # separate loop iterations
     await asyncio.gather(*futs)
+    # Each within the wait of the one before: they shared one batch.
+    assert j.fsyncs == 2 and j.records == 21
+    await j.close()
+
+
+async def test_batch_wait_never_holds_a_lone_append(tmp_path: Path) -> None:
+    j = jr.Journal(tmp_path, max_batch_wait=3600)
+    j.open(after_file_id=-1)
+    await asyncio.wait_for(j.append(jr.REC_ADD, b"alone"), 30)  # never the hour's wait
     assert j.fsyncs == 1
     await j.close()
 

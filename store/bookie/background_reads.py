@@ -1,0 +1,147 @@
+"""Background range reads: READ_RANGE requests a client flags FLAG_BACKGROUND (bulk scans,
+e.g. the Spark data source reading closed ledgers) are sent by a small pool of threads at a
+lower CPU priority, with sendfile straight from the entry logs, instead of by the event loop
+that takes the adds.
+
+A scan's bytes then cost the bookie no pread copy and no user-space send, and what they do
+cost (the kernel's page-cache-to-socket work) runs at a nice level where the write path,
+which producers wait for, comes first. BookKeeper keeps reads and writes on separate thread
+pools for the same reason.
+
+The thread writes to the connection's socket directly (a dup of its fd), so the connection
+holds its other responses back while one runs and only starts one when its transport has
+nothing buffered (server.BookieConnection).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import select
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from store.bookie.entry_log import FileSpan
+from store.bookie.metrics import BACKGROUND_READ_BYTES, BACKGROUND_READ_METRICS
+from store.framing import Buffer
+
+log = logging.getLogger(__name__)
+
+Piece = Buffer | FileSpan
+
+_POLL_MS = 200  # how often a send blocked on a full socket looks whether it was cancelled
+_IOV_MAX = 1024
+
+
+class SendCancelled(Exception):
+    """The connection went away while its background send waited for room in the socket."""
+
+
+@dataclass
+class BackgroundSend:
+    """One response for a background thread to write: buffers and entry-log spans, in order."""
+
+    pieces: list[Piece]
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class BackgroundReaders:
+    """The bookie's pool of background send threads, each at nice `nice` (0: unchanged)."""
+
+    def __init__(self, threads: int = 2, nice: int = 10) -> None:
+        self.nice = nice
+        BACKGROUND_READ_METRICS.register()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, threads), thread_name_prefix="background-read", initializer=self._lower_priority
+        )
+
+    def _lower_priority(self) -> None:
+        if self.nice <= 0:
+            return
+        try:
+            # Linux: setpriority on a thread id renices that thread only.
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
+        except (OSError, AttributeError) as e:  # not permitted, or not Linux: serve at the normal priority
+            log.info("background read thread keeps its priority: %s", e)
+
+    def submit(self, sock_fd: int, send: BackgroundSend) -> concurrent.futures.Future[int]:
+        """Write `send` to the socket (a dup of sock_fd, so the transport closing meanwhile
+        cannot hand its number to another file); the future gives the bytes written."""
+        fd = os.dup(sock_fd)
+        try:
+            return self._pool.submit(_send_all, fd, send)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _send_all(fd: int, send: BackgroundSend) -> int:
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        total = 0
+        buffers: list[Buffer] = []
+        for piece in send.pieces:
+            if isinstance(piece, tuple):
+                if buffers:
+                    total += _writev_all(fd, buffers, poller, send.cancelled)
+                    buffers = []
+                total += _sendfile_all(fd, *piece, poller, send.cancelled)
+            else:
+                buffers.append(piece)
+        if buffers:
+            total += _writev_all(fd, buffers, poller, send.cancelled)
+        BACKGROUND_READ_BYTES.inc(total)
+        return total
+    finally:
+        os.close(fd)
+
+
+def _wait_writable(poller: select.poll, cancelled: threading.Event) -> None:
+    while not poller.poll(_POLL_MS):
+        if cancelled.is_set():
+            raise SendCancelled("connection closed during a background read")
+    if cancelled.is_set():
+        raise SendCancelled("connection closed during a background read")
+
+
+def _sendfile_all(fd: int, in_fd: int, offset: int, length: int, poller: select.poll,
+                  cancelled: threading.Event) -> int:
+    left = length
+    while left:
+        try:
+            n = os.sendfile(fd, in_fd, offset, left)
+        except BlockingIOError:
+            _wait_writable(poller, cancelled)
+            continue
+        if n == 0:  # the file ends before the span its index gave: never send a short frame
+            raise OSError(f"entry log ended {left} bytes early at offset {offset}")
+        offset += n
+        left -= n
+    return length
+
+
+def _writev_all(fd: int, buffers: Sequence[Buffer], poller: select.poll, cancelled: threading.Event) -> int:
+    views = [memoryview(b).cast("B") for b in buffers]
+    total = sum(len(v) for v in views)
+    i = 0
+    while i < len(views):
+        try:
+            n = os.writev(fd, views[i : i + _IOV_MAX])
+        except BlockingIOError:
+            _wait_writable(poller, cancelled)
+            continue
+        while n:  # drop what went out; the rest of a partly sent buffer stays
+            k = min(n, len(views[i]))
+            views[i] = views[i][k:]
+            n -= k
+            if not views[i]:
+                i += 1
+        while i < len(views) and not views[i]:
+            i += 1
+    return total

@@ -1,0 +1,133 @@
+"""READ_RANGE flagged FLAG_BACKGROUND: sent by the bookie's low-priority threads with sendfile
+from the entry logs (store/bookie/background_reads.py), through an in-process server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+
+from store.bookie import protocol as p
+from store.bookie.bookie import Bookie, BookieConfig
+from store.bookie.client import BookieClient
+from store.bookie.entry import pack_entry
+from store.bookie.server import BookieServer
+from store.bookie.storage import StorageConfig
+from tests.support.wait import eventually
+
+
+def sent_in_background() -> float:
+    return REGISTRY.get_sample_value("quire_bookie_background_read_bytes_total") or 0.0
+
+
+async def start_server(tmp_path: Path, threads: int = 2) -> BookieServer:
+    cfg = BookieConfig(storage=StorageConfig(flush_interval=3600, compaction_interval=3600),
+                       background_read_threads=threads)
+    b = Bookie(tmp_path / "d", config=cfg)
+    await b.start()
+    s = BookieServer(b)
+    await s.listen()
+    return s
+
+
+async def stop_server(s: BookieServer) -> None:
+    await s.close()
+    await s.bookie.close()
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[BookieServer]:
+    s = await start_server(tmp_path)
+    yield s
+    await stop_server(s)
+
+
+async def add_all(client: BookieClient, ledger: int, payloads: list[bytes]) -> list[bytes]:
+    entries = [pack_entry(ledger, i, i - 1, v) for i, v in enumerate(payloads)]
+    await asyncio.gather(*(client.add(ledger, e) for e in entries))
+    return entries
+
+
+async def test_background_range_reads_match_the_loops(server: BookieServer) -> None:
+    plain = BookieClient(server.address)
+    bulk = BookieClient(server.address, background_reads=True)
+    try:
+        entries = await add_all(plain, 5, [bytes([i % 251]) * (1000 + 37 * i) for i in range(300)])
+        await server.bookie.storage.flush()  # to the entry logs: what a scan reads
+        more = [pack_entry(5, 300 + i, 299 + i, b"cached %d" % i) for i in range(20)]
+        for e in more:  # still in the write cache: the response mixes buffers and file spans
+            await plain.add(5, e)
+        entries += more
+        before = sent_in_background()
+        for first, last, max_bytes in ((0, 319, 1 << 30), (7, 150, 1 << 30), (290, 319, 1 << 30), (0, 319, 50_000)):
+            want = await plain.read_range(5, first, last, max_bytes)
+            got = await bulk.read_range(5, first, last, max_bytes)
+            assert [bytes(e) for e in got] == [bytes(e) for e in want]
+            assert [bytes(e) for e in got] == entries[first : first + len(got)]
+        assert sent_in_background() > before + sum(len(e) for e in entries[:300])
+        # Pipelined on one connection, with other requests between them: each answered whole.
+        reads = [bulk.read_range(5, i, 319) for i in range(0, 300, 30)]
+        lacs = [bulk.read_lac(5) for _ in range(10)]
+        results = await asyncio.gather(*reads, *lacs)
+        for i, got in zip(range(0, 300, 30), results[:10]):
+            assert [bytes(e) for e in got] == entries[i:320]
+        assert all(r == (318, 319) for r in results[10:])
+    finally:
+        await plain.close()
+        await bulk.close()
+
+
+async def test_background_read_of_a_cached_range_and_errors(server: BookieServer) -> None:
+    bulk = BookieClient(server.address, background_reads=True)
+    try:
+        entries = await add_all(bulk, 6, [b"x%d" % i for i in range(10)])
+        assert [bytes(e) for e in await bulk.read_range(6, 2, 8)] == entries[2:9]
+        with pytest.raises(Exception, match="no entry 10"):
+            await bulk.read_range(6, 10, 12)
+        with pytest.raises(Exception, match="bad range"):
+            await bulk.read_range(6, 5, 3)
+        assert await bulk.read_lac(6) == (8, 9)  # the connection is fine after both
+    finally:
+        await bulk.close()
+
+
+def raw_background_read(address: str, ledger: int, last: int) -> socket.socket:
+    """A client that asks for a large background range and then never reads."""
+    host, _, port = address.rpartition(":")
+    s = socket.create_connection((host, int(port)))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    body = p.RANGE_REQ.pack(ledger, 0, last, 1 << 30)
+    s.sendall(b"".join(p.encode(p.Op.READ_RANGE, p.FLAG_BACKGROUND, 1, body)))
+    return s
+
+
+async def test_a_client_that_stops_reading_holds_no_thread(tmp_path: Path) -> None:
+    server = await start_server(tmp_path, threads=1)
+    try:
+        writer = BookieClient(server.address)
+        entries = await add_all(writer, 7, [bytes(64 << 10)] * 128)  # 8 MiB: far more than the socket holds
+        await server.bookie.storage.flush()
+        await writer.close()
+        stuck = raw_background_read(server.address, 7, 127)
+        await eventually(lambda: any(c._bg_send is not None for c in server.conns))
+        stuck.close()  # gone mid-response: the one thread must come free
+        bulk = BookieClient(server.address, background_reads=True)
+        try:
+            got = await asyncio.wait_for(bulk.read_range(7, 0, 127, 1 << 30), 30)
+            assert len(got) == 128 and bytes(got[-1]) == entries[-1]
+        finally:
+            await bulk.close()
+        # A client that stays connected but never reads: closing the server cancels its send.
+        idle = raw_background_read(server.address, 7, 127)
+        try:
+            await eventually(lambda: any(c._bg_send is not None for c in server.conns))
+            await asyncio.wait_for(stop_server(server), 30)
+        finally:
+            idle.close()
+    except BaseException:
+        await stop_server(server)
+        raise

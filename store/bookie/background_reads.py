@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from store.bookie.entry_log import FileSpan
+from store.bookie.journal import IOV_MAX
 from store.bookie.metrics import BACKGROUND_READ_BYTES, BACKGROUND_READ_METRICS
 from store.framing import Buffer
 
@@ -32,7 +33,6 @@ log = logging.getLogger(__name__)
 Piece = Buffer | FileSpan
 
 _POLL_MS = 200  # how often a send blocked on a full socket looks whether it was cancelled
-_IOV_MAX = 1024
 
 
 class SendCancelled(Exception):
@@ -132,7 +132,7 @@ def _writev_all(fd: int, buffers: Sequence[Buffer], poller: select.poll, cancell
     i = 0
     while i < len(views):
         try:
-            n = os.writev(fd, views[i : i + _IOV_MAX])
+            n = os.writev(fd, views[i : i + IOV_MAX])
         except BlockingIOError:
             _wait_writable(poller, cancelled)
             continue

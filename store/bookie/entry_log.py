@@ -16,12 +16,11 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
-from store.bookie.journal import fsync_dir, start_writeback
+from store.bookie.journal import IOV_MAX, fsync_dir, start_writeback
 
 MAGIC = b"QENTLOG1"
 LEN = struct.Struct(">I")
 _NAME = "{:010d}.log"
-_IOV_MAX = 1024  # buffers per pwritev (Linux UIO_MAXIOV)
 _CHUNK = 1 << 20  # write, and start writeback, this much at a time
 
 Location = tuple[int, int, int]  # (log_id, offset, length)
@@ -81,7 +80,7 @@ class EntryLogs:
             parts.append(LEN.pack(n))
             parts.append(e)
             pending += 4 + n
-            if pending >= _CHUNK or len(parts) >= _IOV_MAX:
+            if pending >= _CHUNK or len(parts) >= IOV_MAX:
                 self._write(parts, pending)
                 parts, pending = [], 0
         if parts:

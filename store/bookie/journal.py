@@ -92,7 +92,7 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-_IOV_MAX = 1024
+IOV_MAX = 1024  # buffers per writev/pwritev (Linux UIO_MAXIOV)
 _PAGE = 4096
 _DROP_EVERY = 1 << 20  # synced journal bytes taken out of the page cache at a time
 _ZEROS = bytes(1 << 20)
@@ -120,8 +120,8 @@ start_writeback = _writeback_starter()
 def write_all(fd: int, parts: list[bytes | memoryview]) -> int:
     """writev the buffers (no joining copy); returns the bytes written."""
     total = 0
-    for i in range(0, len(parts), _IOV_MAX):
-        chunk = parts[i : i + _IOV_MAX]
+    for i in range(0, len(parts), IOV_MAX):
+        chunk = parts[i : i + IOV_MAX]
         want = sum(len(c) for c in chunk)
         n = os.writev(fd, chunk)
         if n < want:  # short write: finish the rest the slow way

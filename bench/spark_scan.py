@@ -27,11 +27,12 @@ bench/PhasedProducer.java (acks=all, the client's defaults otherwise, latency fr
 its callback, as kafka-producer-perf-test measures it), one JVM for the whole comparison: after
 --producer-warmup-s (its JIT compiling: 15-23 s into a run the perf tool's JVM still took 62% of
 a core compiling, and that made the p99 of runs with a short warm-up), --rounds rounds of a
-window alone, then a window under each load in turn (--window-s each; a load runs again and
-again until its window is over). The records sent in the first --settle-s of a window count to
-neither side (the switch's own records, whose latency belongs to both), every other record to
-its window's phase, and each phase's p99 is taken over all its windows. The ratio of a load is
-its p99 over the p99 alone.
+window per phase (alone, then under each load in turn), each round starting one phase later
+than the last, so that no phase always opens a round or follows the same neighbour (--window-s
+each; a load runs again and again until its window is over). The records sent in the first
+--settle-s of a window count to neither side (the switch's own records, whose latency belongs
+to both), every other record to its window's phase, and each phase's p99 is taken over all its
+windows. The ratio of a load is its p99 over the p99 alone.
 
 Why windows interleaved in one JVM rather than a run of the perf tool per phase, as before:
 run against run, the p99 alone varied two- to tenfold on this machine (10, 125, 13 and 17 ms
@@ -71,7 +72,7 @@ busy the machine's CPU was during the windows alone;
 kafka_producer_p99_ratio, the peer's ratio during scans (c)).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--window-s 30]
-       [--rounds 3] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
+       [--rounds 4] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
        [--scan-mbps-per-task 50] [--no-fill-memory]
 """
 
@@ -294,10 +295,10 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace,
                     loads: dict[str, Callable[[], object]]) -> dict[str, dict[str, Any]]:
     """The producer's latency alone and during each load, in one run of PhasedProducer: after
     --producer-warmup-s, --rounds rounds of a window alone then a window under each load in
-    turn (a load runs again and again until its window, --window-s, is over; the last run may
-    go past it). Prints each phase's p99 per window and over all its windows, with the share of
-    the machine's CPU that was busy and that the host stole meanwhile, and the memory stalls;
-    returns each phase's (all windows) numbers."""
+    turn, each round rotated one phase on (a load runs again and again until its window,
+    --window-s, is over; the last run may go past it). Prints each phase's p99 per window and
+    over all its windows, with the share of the machine's CPU that was busy and that the host
+    stole meanwhile, and the memory stalls; returns each phase's (all windows) numbers."""
     prod = PhasedProducer(bootstrap, "load", args.producer_mbps, args.settle_s)
     cpu: dict[str, list[int]] = {}
     stalls: dict[str, list[int]] = {}
@@ -306,8 +307,12 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace,
     try:
         prod.phase("warm-up")
         time.sleep(args.producer_warmup_s)  # the JVM's JIT compiling (see the module doc)
-        for _ in range(args.rounds):
-            for name, load in {ALONE: None, **loads}.items():
+        phases = list({ALONE: None, **loads}.items())
+        for r in range(args.rounds):
+            # Rotated: a drift over the run (the memory settling after the page-cache fill,
+            # the store growing) then falls on every phase alike, not most on the first.
+            k = r % len(phases)
+            for name, load in phases[k:] + phases[:k]:
                 prod.phase(name)
                 c0, m0, t0 = cpu_ticks(), memory_stalls(), time.monotonic()
                 end, n = t0 + args.window_s, 0
@@ -379,7 +384,8 @@ def main() -> int:
     ap.add_argument("--producer-mbps", type=float, default=20.0)
     ap.add_argument("--window-s", type=float, default=30.0,
                     help="seconds of each phase window (alone, or under one load)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of windows: alone, then under each load")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="rounds of windows (alone, then under each load), each rotated one phase on")
     ap.add_argument("--settle-s", type=float, default=3.0,
                     help="seconds at the start of each window whose records count to no phase")
     ap.add_argument("--producer-warmup-s", type=float, default=30.0,

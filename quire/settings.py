@@ -366,7 +366,8 @@ SETTINGS: tuple[Setting, ...] = (
             "threads sending bulk range reads (a scan's, flagged background) with sendfile", B,
             flag="--background-read-threads", described=False),
     Setting("quire.bookie.background.read.nice", int, _BOOKIE.background_read_nice,
-            "nice level of those threads, so that adds come first (0: the bookie's own)", B,
+            "nice level of those threads (0: the bookie's own; a lower priority makes the bookie's "
+            "loop wait for them through the GIL)", B,
             flag="--background-read-nice", described=False),
     Setting("quire.bookie.flush.interval.s", float, _BOOKIE.storage.flush_interval,
             "seconds between checkpoints", B, flag="--flush-interval", described=False),

@@ -1,12 +1,19 @@
 """Background range reads: READ_RANGE requests a client flags FLAG_BACKGROUND (bulk scans,
-e.g. the Spark data source reading closed ledgers) are sent by a small pool of threads at a
-lower CPU priority, with sendfile straight from the entry logs, instead of by the event loop
-that takes the adds.
+e.g. the Spark data source reading closed ledgers) are sent by a small pool of threads, with
+sendfile straight from the entry logs, instead of by the event loop that takes the adds.
 
 A scan's bytes then cost the bookie no pread copy and no user-space send, and what they do
-cost (the kernel's page-cache-to-socket work) runs at a nice level where the write path,
-which producers wait for, comes first. BookKeeper keeps reads and writes on separate thread
-pools for the same reason.
+cost (the kernel's page-cache-to-socket work) runs off the loop, which the adds wait for.
+BookKeeper keeps reads and writes on separate thread pools for the same reason.
+
+The threads keep the bookie's CPU priority unless told otherwise
+(quire.bookie.background.read.nice). A lower one inverts priorities through the GIL: a thread
+back from sendfile or poll waits for the GIL, asks the loop to drop it after the switch
+interval, and CPython's loop thread then waits, at its next release, until that thread has
+taken it, which a low-priority thread on busy CPUs does late. bench/gil_priority.py measures
+it: with both CPUs busy, a 1 ms round of a main thread whose process had another thread taking
+the GIL between short syscalls ran late by (p99.9) 9-13 ms with that thread at nice 0, 41-45
+ms at nice 10 and 380 ms under SCHED_IDLE (once 1.4 s).
 
 The thread writes to the connection's socket directly (a dup of its fd), so the connection
 holds its other responses back while one runs and only starts one when its transport has
@@ -48,9 +55,10 @@ class BackgroundSend:
 
 
 class BackgroundReaders:
-    """The bookie's pool of background send threads, each at nice `nice` (0: unchanged)."""
+    """The bookie's pool of background send threads, each at nice `nice` (0: unchanged; see the
+    module doc before lowering it)."""
 
-    def __init__(self, threads: int = 2, nice: int = 10) -> None:
+    def __init__(self, threads: int = 2, nice: int = 0) -> None:
         self.nice = nice
         BACKGROUND_READ_METRICS.register()
         self._pool = concurrent.futures.ThreadPoolExecutor(

@@ -46,7 +46,8 @@ class BookieConfig:
     journal_batch_wait: float = 0.002
     journal_sync: bool = True  # False: ack adds before fdatasync (UNSAFE, benchmarks only)
     background_read_threads: int = 2  # threads sending the READ_RANGEs flagged FLAG_BACKGROUND
-    background_read_nice: int = 10  # their nice level: adds come first (0: the bookie's own)
+    # Their nice level (0: the bookie's own). Not lowered by default: see background_reads.py.
+    background_read_nice: int = 0
 
 
 class Bookie:

@@ -4,9 +4,12 @@ from the entry logs (store/bookie/background_reads.py), through an in-process se
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
@@ -24,9 +27,9 @@ def sent_in_background() -> float:
     return REGISTRY.get_sample_value("quire_bookie_background_read_bytes_total") or 0.0
 
 
-async def start_server(tmp_path: Path, threads: int = 2) -> BookieServer:
+async def start_server(tmp_path: Path, threads: int = 2, **config: Any) -> BookieServer:
     cfg = BookieConfig(storage=StorageConfig(flush_interval=3600, compaction_interval=3600),
-                       background_read_threads=threads)
+                       background_read_threads=threads, **config)
     b = Bookie(tmp_path / "d", config=cfg)
     await b.start()
     s = BookieServer(b)
@@ -131,3 +134,39 @@ async def test_a_client_that_stops_reading_holds_no_thread(tmp_path: Path) -> No
     except BaseException:
         await stop_server(server)
         raise
+
+
+def thread_nices() -> dict[int, int]:
+    """This process's threads: native id -> nice level, from /proc."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(tid)] = int(fields[16])  # stat field 19
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread priorities through /proc")
+@pytest.mark.parametrize(("config", "want"), [({}, []), ({"background_read_nice": 7}, [7])])
+async def test_background_threads_nice(tmp_path: Path, config: dict[str, Any], want: list[int]) -> None:
+    """At the bookie's own priority by default (a lower one waits on the GIL: see the module
+    doc); at the nice level configured, that thread alone."""
+    before = thread_nices()
+    server = await start_server(tmp_path, threads=1, **config)
+    try:
+        bulk = BookieClient(server.address, background_reads=True)
+        try:
+            entries = await add_all(bulk, 8, [b"y%d" % i for i in range(50)])
+            await server.bookie.storage.flush()
+            sent = sent_in_background()
+            assert [bytes(e) for e in await bulk.read_range(8, 0, 49)] == entries
+            await eventually(lambda: sent_in_background() > sent)  # by the background thread
+        finally:
+            await bulk.close()
+        new = {tid: nice for tid, nice in thread_nices().items() if tid not in before}
+        assert len(new) >= 2  # the background thread among the server's new threads
+        assert [nice for nice in new.values() if nice != 0] == want
+    finally:
+        await stop_server(server)

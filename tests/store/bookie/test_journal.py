@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import gc
 import itertools
 import os
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -63,6 +66,51 @@ async def test_every_future_resolves_only_after_its_batch_is_synced(tmp_path: Pa
     assert j.durable_mark.offset > len(jr.MAGIC)
     await j.close()
     assert _collect(tmp_path) == [(jr.REC_FENCE, struct.pack(">q", 7))]
+
+
+async def test_a_failed_write_fails_its_waiters_and_every_later_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    j = jr.Journal(tmp_path)
+    j.open(after_file_id=-1)
+    await j.append(jr.REC_FENCE, struct.pack(">q", 1))
+
+    def broken(fd: int) -> None:
+        raise OSError(errno.EIO, "disk gone")
+
+    monkeypatch.setattr(jr.os, "fdatasync", broken)
+    futs = [j.append(jr.REC_FENCE, struct.pack(">q", i)) for i in range(3)]
+    for r in await asyncio.gather(*futs, return_exceptions=True):
+        assert isinstance(r, OSError) and "disk gone" in str(r)
+    assert isinstance(j.failed, OSError)
+    with pytest.raises(OSError, match="journal failed"):
+        await j.append(jr.REC_FENCE, struct.pack(">q", 9))
+    monkeypatch.undo()
+    await j.close()
+    assert _collect(tmp_path)[0] == (jr.REC_FENCE, struct.pack(">q", 1))
+
+
+def _journal_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "journal"}
+
+
+async def test_the_writer_thread_ends_with_its_journal_closed_or_dropped(tmp_path: Path) -> None:
+    before = _journal_threads()
+    closed = jr.Journal(tmp_path / "closed")
+    closed.open(after_file_id=-1)
+    await closed.append(jr.REC_FENCE, struct.pack(">q", 1))
+    (writer,) = _journal_threads() - before
+    await closed.close()
+    assert not writer.is_alive()  # close() joins it
+
+    dropped = jr.Journal(tmp_path / "dropped")
+    dropped.open(after_file_id=-1)
+    await dropped.append(jr.REC_FENCE, struct.pack(">q", 1))
+    (writer,) = _journal_threads() - before
+    del dropped
+    gc.collect()
+    writer.join(timeout=10)
+    assert not writer.is_alive()
 
 
 async def test_torn_and_corrupt_tails_are_truncated(tmp_path: Path) -> None:

@@ -222,6 +222,7 @@ async def test_no_fsync_journal_acks_without_fdatasync(tmp_path: Path, monkeypat
 async def test_synced_pages_leave_the_page_cache_only_after_their_fdatasync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Buffered writes (no O_DIRECT: direct_io=False, or a file system without it)."""
     synced = 0  # file size at the last fdatasync
     dropped: list[tuple[int, int]] = []
     real_sync, real_advise = os.fdatasync, os.posix_fadvise
@@ -238,7 +239,7 @@ async def test_synced_pages_leave_the_page_cache_only_after_their_fdatasync(
         dropped.append((offset, offset + length))
         real_advise(fd, offset, length, advice)
 
-    j = jr.Journal(tmp_path)
+    j = jr.Journal(tmp_path, direct_io=False)
     j.open(after_file_id=-1)
     monkeypatch.setattr(jr.os, "fdatasync", sync)
     monkeypatch.setattr(jr.os, "posix_fadvise", advise)
@@ -349,4 +350,96 @@ async def test_rolled_files_replay_after_o_direct_spares(tmp_path: Path) -> None
         await j.append(jr.REC_FENCE, p)  # replay hands back any record type's payload as written
     await j.close()
     assert len(jr.journal_files(tmp_path)) >= 3
+    assert [p for _, p in _collect(tmp_path)] == payloads
+
+
+def _takes_o_direct(directory: Path) -> bool:
+    try:
+        fd = os.open(directory / "probe", os.O_WRONLY | os.O_CREAT | getattr(os, "O_DIRECT", 0), 0o644)
+    except OSError:
+        return False
+    os.close(fd)
+    (directory / "probe").unlink()
+    return hasattr(os, "O_DIRECT")
+
+
+async def test_group_commits_go_out_with_o_direct_from_one_reused_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole aligned pages with O_DIRECT, through one buffer written over commit after commit
+    (no page-cache pages to allocate, copy into and drop), across rolls; replay reads them back."""
+    if not _takes_o_direct(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    import fcntl
+
+    advised: list[int] = []
+    monkeypatch.setattr(jr.os, "posix_fadvise", lambda fd, *a: advised.append(fd))
+    j = jr.Journal(tmp_path, max_file_size=1 << 20)
+    j.open(after_file_id=-1)
+    payloads = [bytes([i % 251]) * (3000 + 37 * i) for i in range(400)]  # about 2 MB: rolls
+    buffers = set()
+    for i in range(0, len(payloads), 5):
+        await asyncio.gather(*(j.append(jr.REC_ADD, p) for p in payloads[i : i + 5]))
+        assert fcntl.fcntl(j._fd, fcntl.F_GETFL) & os.O_DIRECT, "the journal file is written with O_DIRECT"
+        assert j.durable_mark.offset % 4096 == 0
+        buffers.add(id(j._buf))
+        if j._spare is not None:
+            j._spare.result()
+    await j.close()
+    assert len(jr.journal_files(tmp_path)) >= 2
+    assert len(buffers) == 1, "one buffer for every commit"
+    assert advised == [], "nothing in the page cache to drop"
+    assert [p for _, p in _collect(tmp_path)] == payloads
+
+
+async def test_a_commit_larger_than_the_buffer_gets_a_larger_one(tmp_path: Path) -> None:
+    if not _takes_o_direct(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    j = jr.Journal(tmp_path)
+    j.open(after_file_id=-1)
+    payloads = [b"a" * 1000, b"b" * (3 << 20), b"c" * 1000]
+    for p in payloads:
+        await j.append(jr.REC_ADD, p)
+    assert j._buf is not None and j._buf.size == 4 << 20
+    await j.close()
+    assert j._buf is None
+    assert [p for _, p in _collect(tmp_path)] == payloads
+
+
+@pytest.mark.parametrize("where", ["open", "write"])
+async def test_o_direct_refused_the_journal_writes_through_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, where: str
+) -> None:
+    """A file system without O_DIRECT (EINVAL when opening), or one that wants another alignment
+    (EINVAL on the write): the journal goes on buffered, and loses nothing."""
+    direct = getattr(os, "O_DIRECT", 0)
+    real_open, real_write = os.open, os.write
+    direct_fds: set[int] = set()
+
+    def opening(path: object, flag: int, *a: object) -> int:
+        if flag & direct and where == "open":
+            raise OSError(errno.EINVAL, "Invalid argument")
+        fd = real_open(path, flag, *a)  # type: ignore[arg-type]
+        (direct_fds.add if flag & direct else direct_fds.discard)(fd)
+        return fd
+
+    def writing(fd: int, data: bytes | memoryview) -> int:
+        if fd in direct_fds:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(jr.os, "open", opening)
+    monkeypatch.setattr(jr.os, "write", writing)
+    j = jr.Journal(tmp_path, max_file_size=256 << 10)
+    j.open(after_file_id=-1)
+    payloads = [bytes([i % 251]) * 7000 for i in range(100)]  # rolls
+    with caplog.at_level("WARNING", logger="store.bookie.journal"):
+        for p in payloads:
+            await j.append(jr.REC_ADD, p)
+            if j._spare is not None:
+                j._spare.result()
+    await j.close()
+    assert not j._direct and len(jr.journal_files(tmp_path)) >= 2
+    refused = [r for r in caplog.records if "O_DIRECT writes refused" in r.getMessage()]
+    assert len(refused) == (1 if where == "write" and direct else 0)
     assert [p for _, p in _collect(tmp_path)] == payloads

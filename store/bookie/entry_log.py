@@ -28,7 +28,15 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
-from store.bookie.journal import IOV_MAX, O_DIRECT, DirectBuffer, fsync_dir, start_writeback
+from store.bookie.journal import (
+    IOV_MAX,
+    O_DIRECT,
+    DirectBuffer,
+    direct_buffer,
+    fsync_dir,
+    pwrite_all,
+    start_writeback,
+)
 
 MAGIC = b"QENTLOG1"
 LEN = struct.Struct(">I")
@@ -159,19 +167,12 @@ class EntryLogs:
         start = self._woff - len(self._tail)  # a page boundary
         end = self._woff + total
         size = -(-(end - start) // _PAGE) * _PAGE
-        if self._buf is None or self._buf.size < size:
-            if self._buf is not None:
-                self._buf.close()
-            self._buf = DirectBuffer(max(size, _CHUNK + 2 * _PAGE))
-        mv = self._buf.fill([self._tail, *parts])
+        self._buf = direct_buffer(self._buf, size, _CHUNK + 2 * _PAGE)
+        mv = self._buf.fill([self._tail, *parts], size)
         try:
-            used = end - start
-            mv[used:size] = bytes(size - used)
-            written = 0
-            while written < size:
-                written += os.pwrite(self._wfd, mv[written:size], start + written)
+            pwrite_all(self._wfd, mv, start)
             keep = (end - start) & ~(_PAGE - 1)
-            self._tail = bytes(mv[keep:used])
+            self._tail = bytes(mv[keep : end - start])
         finally:
             mv.release()
         self.sizes[self.current] = end - len(MAGIC)

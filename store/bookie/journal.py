@@ -159,18 +159,37 @@ class DirectBuffer:
         self.size = -(-max(at_least, 1) // (1 << 20)) * (1 << 20)
         self._map = mmap.mmap(-1, self.size)
 
-    def fill(self, parts: list[bytes | memoryview]) -> memoryview:
-        """The parts copied in, one after the other; a view of the whole buffer (release it)."""
-        mv = memoryview(self._map)
+    def fill(self, parts: list[bytes | memoryview], size: int) -> memoryview:
+        """The parts copied in, one after the other, then zeros up to `size` (at most the
+        buffer's): a view of those `size` bytes (release it)."""
+        mv = memoryview(self._map)[:size]
         pos = 0
         for x in parts:
             n = len(x)
             mv[pos : pos + n] = x
             pos += n
+        if pos < size:
+            mv[pos:] = bytes(size - pos)
         return mv
 
     def close(self) -> None:
         self._map.close()
+
+
+def direct_buffer(buf: DirectBuffer | None, size: int, at_least: int = 0) -> DirectBuffer:
+    """`buf` if it holds `size` bytes; else a new one of max(size, at_least) (`buf` closed)."""
+    if buf is not None and buf.size >= size:
+        return buf
+    if buf is not None:
+        buf.close()
+    return DirectBuffer(max(size, at_least))
+
+
+def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    """All of `data` at `offset` (an O_DIRECT write is whole or an error, short only at ENOSPC)."""
+    written = 0
+    while written < len(data):
+        written += os.pwrite(fd, data[written:], offset + written)
 
 
 _SEEDS = [crc32c.crc32c(bytes((t,))) for t in range(256)]  # CRC of the type byte, the CRC's start
@@ -241,8 +260,8 @@ def _fill_direct(path: Path, head: bytes, size: int) -> bool:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | O_DIRECT, 0o644)
     except OSError:
         return False
-    buf = DirectBuffer(len(_ZEROS))  # zero, as an anonymous mapping starts
-    mv = buf.fill([])
+    buf = DirectBuffer(len(_ZEROS))
+    mv = buf.fill([], buf.size)
     try:
         try:
             mv[: len(head)] = head
@@ -459,8 +478,7 @@ class Journal:
                     raise
             else:
                 os.close(fd)
-                fd, direct = dfd, True
-                os.lseek(fd, offset, os.SEEK_SET)
+                fd, direct = dfd, True  # written with pwrite at self._offset
         if self._fd >= 0:
             os.close(self._fd)
         self._fd, self._file_id, self._offset, self._direct = fd, fid, offset, direct
@@ -574,17 +592,12 @@ class Journal:
         returns the bytes written. Refused (EINVAL: an alignment this file system does not
         take), the file goes on buffered, from this commit."""
         size = sum(len(x) for x in parts)
-        if self._buf is None or self._buf.size < size:
-            if self._buf is not None:
-                self._buf.close()
-            self._buf = DirectBuffer(size)
-        mv = self._buf.fill(parts)
+        self._buf = direct_buffer(self._buf, size)
+        mv = self._buf.fill(parts, size)
         try:
-            written = 0
-            while written < size:
-                written += os.write(self._fd, mv[written:size])
+            pwrite_all(self._fd, mv, self._offset)
         except OSError as e:
-            if e.errno != errno.EINVAL or written:
+            if e.errno != errno.EINVAL:
                 raise
             # str(e): a record kept by a handler must not keep the traceback, and so the buffer
             log.warning("journal: O_DIRECT writes refused (%s); writing through the page cache", str(e))

@@ -413,7 +413,7 @@ async def test_o_direct_refused_the_journal_writes_through_the_page_cache(
     """A file system without O_DIRECT (EINVAL when opening), or one that wants another alignment
     (EINVAL on the write): the journal goes on buffered, and loses nothing."""
     direct = getattr(os, "O_DIRECT", 0)
-    real_open, real_write = os.open, os.write
+    real_open, real_pwrite = os.open, os.pwrite
     direct_fds: set[int] = set()
 
     def opening(path: object, flag: int, *a: object) -> int:
@@ -423,13 +423,13 @@ async def test_o_direct_refused_the_journal_writes_through_the_page_cache(
         (direct_fds.add if flag & direct else direct_fds.discard)(fd)
         return fd
 
-    def writing(fd: int, data: bytes | memoryview) -> int:
+    def writing(fd: int, data: bytes | memoryview, offset: int) -> int:
         if fd in direct_fds:
             raise OSError(errno.EINVAL, "Invalid argument")
-        return real_write(fd, data)
+        return real_pwrite(fd, data, offset)
 
     monkeypatch.setattr(jr.os, "open", opening)
-    monkeypatch.setattr(jr.os, "write", writing)
+    monkeypatch.setattr(jr.os, "pwrite", writing)
     j = jr.Journal(tmp_path, max_file_size=256 << 10)
     j.open(after_file_id=-1)
     payloads = [bytes([i % 251]) * 7000 for i in range(100)]  # rolls

@@ -194,16 +194,45 @@ def cpu_ticks() -> tuple[int, int, int]:
     return total - ticks[3] - ticks[4], ticks[7], total
 
 
-def memory_stalls() -> tuple[int, int]:
-    """(direct reclaims, direct compactions) so far, from /proc/vmstat: the times a process
-    asking for memory had to free or compact it itself, a stall of milliseconds to hundreds,
-    what a machine whose page cache has filled its memory does (kswapd frees the rest)."""
+def memory_stalls() -> tuple[int, int, int, int, int, int]:
+    """(direct reclaims, direct compactions, pages kswapd reclaimed, KiB read from disks, kswapd's
+    CPU ticks, processes and threads started) so far, from /proc/vmstat and /proc: the times a process asking for memory had to
+    free or compact it itself (a stall of milliseconds to hundreds), and the work kswapd, at
+    normal priority, does to keep memory free once the page cache has filled it (a scan that
+    reads what is not cached makes it reclaim as much as it reads)."""
     stats: dict[str, int] = {}
     with open("/proc/vmstat") as f:
         for line in f:
             name, _, value = line.partition(" ")
             stats[name] = int(value)
-    return sum(v for k, v in stats.items() if k.startswith("allocstall_")), stats.get("compact_stall", 0)
+    return (sum(v for k, v in stats.items() if k.startswith("allocstall_")), stats.get("compact_stall", 0),
+            stats.get("pgsteal_kswapd", 0), stats.get("pgpgin", 0), kswapd_ticks(), processes_started())
+
+
+def processes_started() -> int:
+    """Processes (and threads) the machine has started since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("processes "):
+                return int(line.split()[1])
+    return 0
+
+
+def kswapd_ticks() -> int:
+    """CPU ticks (user and system) of the kernel's kswapd threads so far."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        if raw[raw.index("(") + 1 : raw.rindex(")")].startswith("kswapd"):
+            fields = raw.rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total
 
 
 def free_gib() -> float:
@@ -245,6 +274,7 @@ def normal_priority() -> None:
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
+PAGE = os.sysconf("SC_PAGE_SIZE")
 FILL_BEYOND_GIB = 1.0  # fill_page_cache writes this much more than the free memory
 PHASED_PRODUCER = Path(__file__).with_name("PhasedProducer.java")
 
@@ -298,10 +328,13 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace,
     turn, each round rotated one phase on (a load runs again and again until its window,
     --window-s, is over; the last run may go past it). Prints each phase's p99 per window and
     over all its windows, with the share of the machine's CPU that was busy and that the host
-    stole meanwhile, and the memory stalls; returns each phase's (all windows) numbers."""
+    stole meanwhile, the memory stalls, what kswapd reclaimed and the disks read (a scan of what
+    the page cache has lost makes kswapd, at normal priority, free as much), and per window the
+    processes and threads started (Spark's Python workers among them); returns each phase's (all windows) numbers."""
     prod = PhasedProducer(bootstrap, "load", args.producer_mbps, args.settle_s)
     cpu: dict[str, list[int]] = {}
     stalls: dict[str, list[int]] = {}
+    memory: dict[str, list[str]] = {}  # per window: kswapd's reclaim, disk reads, processes started
     runs: dict[str, list[float]] = {}  # load runs, seconds
     done = False
     try:
@@ -325,7 +358,10 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace,
                 r = runs.setdefault(name, [0, 0.0])
                 r[0] += n
                 r[1] += time.monotonic() - t0
-                for acc, now, before in ((cpu, cpu_ticks(), c0), (stalls, memory_stalls(), m0)):
+                m1 = memory_stalls()
+                memory.setdefault(name, []).append(
+                    f"{(m1[2] - m0[2]) * PAGE >> 20}/{(m1[3] - m0[3]) >> 10}/{m1[5] - m0[5]}")
+                for acc, now, before in ((cpu, cpu_ticks(), c0), (stalls, m1, m0)):
                     acc[name] = [a + b - c for a, b, c in zip(acc.get(name, [0] * len(now)), now, before)]
         prod.phase("end")
         done = True
@@ -340,10 +376,15 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace,
         ph["busy"], ph["stolen"] = busy / max(total, 1), stolen / max(total, 1)
         ph["load_runs_per_s"] = runs[name][0] / runs[name][1]
         per_window = ", ".join(str(w["p99_ms"]) for w in windows if w["phase"] == name)
-        print(f"  {name}: p99 {ph['p99_ms']} ms over {ph['records']} records (windows: {per_window} ms; "
+        reclaims, compactions, stolen_pages, read_kib, ticks, _ = stalls[name]
+        seconds, hz = runs[name][1], os.sysconf("SC_CLK_TCK")
+        print(f"  {name}: p99 {ph['p99_ms']} ms over {ph['records']} records (windows: {per_window} ms, "
+              f"MiB kswapd reclaimed/MiB read from disk/processes and threads started in each: "
+              f"{', '.join(memory[name])}; "
               f"p50 {ph['p50_ms']}, p99.9 {ph['p999_ms']}, max {ph['max_ms']} ms); machine CPU {ph['busy']:.0%} busy, "
-              f"{ph['stolen']:.0%} stolen by the host; {stalls[name][0]} direct reclaims, "
-              f"{stalls[name][1]} direct compactions", flush=True)
+              f"{ph['stolen']:.0%} stolen by the host; {reclaims} direct reclaims, {compactions} direct "
+              f"compactions; kswapd reclaimed {stolen_pages * PAGE / (1 << 20):.0f} MiB with {ticks / hz / seconds:.1%} of "
+              f"a CPU; {read_kib / 1024 / seconds:.0f} MiB/s read from disk", flush=True)
     return {name: ph for name, ph in phases.items() if name in cpu}
 
 

@@ -28,11 +28,23 @@ its callback, as kafka-producer-perf-test measures it), one JVM for the whole co
 --producer-warmup-s (its JIT compiling: 15-23 s into a run the perf tool's JVM still took 62% of
 a core compiling, and that made the p99 of runs with a short warm-up), --rounds rounds of a
 window per phase (alone, then under each load in turn), each round starting one phase later
-than the last, so that no phase always opens a round or follows the same neighbour (--window-s
-each; a load runs again and again until its window is over). The records sent in the first
---settle-s of a window count to neither side (the switch's own records, whose latency belongs
-to both), every other record to its window's phase, and each phase's p99 is taken over all its
-windows. The ratio of a load is its p99 over the p99 alone.
+than the last, so that no phase always opens a round or follows the same neighbour. A load runs
+in a thread of its own from its window's start, again and again, and is stopped at its end (a
+scan under way is cancelled, and counts for the share of its tasks that finished), so every
+window lasts --window-s. The records sent in the first --settle-s of a window count to neither
+side (the switch's own records, whose latency belongs to both), nor do those sent while a load
+is being stopped; every other record counts to its window's phase, and each phase's p99 is
+taken over all its windows. The ratio of a load is its p99 over the p99 alone.
+
+Why many short windows (12 s, 10 rounds) rather than a few long ones (30 s, 4 rounds, until
+2026-12): the host of this machine steals CPU in bursts of 10 to 30 s, up to half of both
+vCPUs, at times that follow nothing here. A SCHED_FIFO probe beside the producer (its own 5 ms
+sleeps, a gateway round trip and each bookie's every 10 ms, /proc/stat every 50 ms) found the
+producer's slow records second by second where the host stole, in windows alone as in windows
+under scans (one run: 158 ms alone and 164 ms under scans where it stole, 20 and 31 ms where it
+did not), and the probe itself never more than 39 ms late: no stall of the whole guest. With
+four long windows a phase, one burst made a phase's p99; short windows spread a burst over
+every phase. Each window's p99 is printed with the share of the CPU the host stole in it.
 
 Why windows interleaved in one JVM rather than a run of the perf tool per phase, as before:
 run against run, the p99 alone varied two- to tenfold on this machine (10, 125, 13 and 17 ms
@@ -71,8 +83,8 @@ unbounded scans; bounded_p99_ratio: during the bounded ones; producer_alone_cpu_
 busy the machine's CPU was during the windows alone;
 kafka_producer_p99_ratio, the peer's ratio during scans (c)).
 
-Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--window-s 30]
-       [--rounds 4] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
+Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--window-s 12]
+       [--rounds 10] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
        [--scan-mbps-per-task 50] [--no-fill-memory]
 """
 
@@ -81,7 +93,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -91,7 +102,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.perf_tools import KAFKA_JVM_OPTS, PERF_JVM_OPTS, create_topic, producer_perf
+from bench._machine import free_gib, idle_priority, normal_priority, proc_stats
+from bench._phases import ALONE, BusyLoops, SparkScans, interleaved_p99
+from bench.perf_tools import KAFKA_JVM_OPTS, create_topic, producer_perf
 from compat_tests.support import kafka_dist
 from compat_tests.support.apache_kafka import start_apache_kafka
 from compat_tests.support.spark import connector_jars, connector_ready
@@ -128,16 +141,9 @@ def cpu_snapshot(roots: list[int]) -> Snapshot:
     (user + system), its own and those of the children it reaped."""
     parent: dict[int, int] = {}
     ticks: dict[int, tuple[int, int]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(d)] = int(fields[1])
-        ticks[int(d)] = (int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
+    for pid, _, fields in proc_stats():
+        parent[pid] = int(fields[1])
+        ticks[pid] = (int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
     want, out = set(roots), {}
     for pid in ticks:
         p = pid
@@ -185,64 +191,6 @@ def measured_scan(name: str, spark: Any, make_df: Callable[[], Any], records: in
     return best
 
 
-def cpu_ticks() -> tuple[int, int, int]:
-    """(busy, stolen, total) CPU ticks of the machine so far, from /proc/stat (busy: neither idle
-    nor waiting for I/O; stolen: on a virtual machine, CPU its host gave to someone else)."""
-    with open("/proc/stat") as f:
-        ticks = [int(v) for v in f.readline().split()[1:]]
-    total = sum(ticks[:8])  # guest time is counted in user time already
-    return total - ticks[3] - ticks[4], ticks[7], total
-
-
-def memory_stalls() -> tuple[int, int, int, int, int, int]:
-    """(direct reclaims, direct compactions, pages kswapd reclaimed, KiB read from disks, kswapd's
-    CPU ticks, processes and threads started) so far, from /proc/vmstat and /proc: the times a process asking for memory had to
-    free or compact it itself (a stall of milliseconds to hundreds), and the work kswapd, at
-    normal priority, does to keep memory free once the page cache has filled it (a scan that
-    reads what is not cached makes it reclaim as much as it reads)."""
-    stats: dict[str, int] = {}
-    with open("/proc/vmstat") as f:
-        for line in f:
-            name, _, value = line.partition(" ")
-            stats[name] = int(value)
-    return (sum(v for k, v in stats.items() if k.startswith("allocstall_")), stats.get("compact_stall", 0),
-            stats.get("pgsteal_kswapd", 0), stats.get("pgpgin", 0), kswapd_ticks(), processes_started())
-
-
-def processes_started() -> int:
-    """Processes (and threads) the machine has started since boot, from /proc/stat."""
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("processes "):
-                return int(line.split()[1])
-    return 0
-
-
-def kswapd_ticks() -> int:
-    """CPU ticks (user and system) of the kernel's kswapd threads so far."""
-    total = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        if raw[raw.index("(") + 1 : raw.rindex(")")].startswith("kswapd"):
-            fields = raw.rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total
-
-
-def free_gib() -> float:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemFree:"):
-                return int(line.split()[1]) / (1 << 20)
-    return float("nan")
-
-
 def fill_page_cache(path: Path, beyond_gib: float) -> float:
     """Write (and sync) a scratch file of the machine's free memory and `beyond_gib` more,
     kept until the bench ends: the page cache full and the kernel reclaiming, as on a server
@@ -264,140 +212,7 @@ def fill_page_cache(path: Path, beyond_gib: float) -> float:
     return written / (1 << 30)
 
 
-def idle_priority() -> None:
-    """This thread, and the processes it starts from now on, run under SCHED_IDLE: only on CPU
-    that nothing else wants (see the module doc)."""
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-
-
-def normal_priority() -> None:
-    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-
-
-PAGE = os.sysconf("SC_PAGE_SIZE")
 FILL_BEYOND_GIB = 1.0  # fill_page_cache writes this much more than the free memory
-PHASED_PRODUCER = Path(__file__).with_name("PhasedProducer.java")
-
-
-class PhasedProducer:
-    """bench/PhasedProducer.java at a fixed rate (acks=all, the client's defaults otherwise, as
-    kafka-producer-perf-test), one JVM for a whole comparison; `phase(name)` makes the records
-    sent from then on count to `name`, once `settle_s` has passed (the records of the switch
-    itself, whose latency belongs to both sides, count to neither)."""
-
-    def __init__(self, bootstrap: str, topic: str, mbps: float, settle_s: float) -> None:
-        rps = int(mbps * (1 << 20) / RECORD)
-        cmd = kafka_dist.java_command(str(PHASED_PRODUCER), [bootstrap, topic, str(rps), str(RECORD),
-                                                              str(int(settle_s * 1000))], jvm_opts=PERF_JVM_OPTS)
-        # stderr to a file: the client's log lines over a long run must never fill a pipe nobody reads
-        self.stderr = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-
-    def _stderr_tail(self) -> str:
-        self.stderr.seek(0)
-        return self.stderr.read()[-3000:]
-
-    def phase(self, name: str) -> None:
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"PhasedProducer exited {self.proc.returncode}: {self._stderr_tail()}")
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(f"phase {name}\n")
-        self.proc.stdin.flush()
-
-    def stop(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-        """Flush, close; (the windows in order, each phase's windows together)."""
-        import json
-
-        out, _ = self.proc.communicate("stop\n", timeout=120)
-        events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-        if self.proc.returncode != 0 or not events or events[-1]["event"] != "done":
-            raise RuntimeError(f"PhasedProducer exited {self.proc.returncode}:\n{out[-2000:]}\n{self._stderr_tail()}")
-        if events[-1]["errors"]:
-            raise RuntimeError(f"PhasedProducer: {events[-1]['errors']} records failed")
-        return ([e for e in events if e["event"] == "window"],
-                {e["phase"]: e for e in events if e["event"] == "phase"})
-
-
-ALONE = "alone"
-
-
-def interleaved_p99(bootstrap: str, args: argparse.Namespace,
-                    loads: dict[str, Callable[[], object]]) -> dict[str, dict[str, Any]]:
-    """The producer's latency alone and during each load, in one run of PhasedProducer: after
-    --producer-warmup-s, --rounds rounds of a window alone then a window under each load in
-    turn, each round rotated one phase on (a load runs again and again until its window,
-    --window-s, is over; the last run may go past it). Prints each phase's p99 per window and
-    over all its windows, with the share of the machine's CPU that was busy and that the host
-    stole meanwhile, the memory stalls, what kswapd reclaimed and the disks read (a scan of what
-    the page cache has lost makes kswapd, at normal priority, free as much), and per window the
-    processes and threads started (Spark's Python workers among them); returns each phase's (all windows) numbers."""
-    prod = PhasedProducer(bootstrap, "load", args.producer_mbps, args.settle_s)
-    cpu: dict[str, list[int]] = {}
-    stalls: dict[str, list[int]] = {}
-    memory: dict[str, list[str]] = {}  # per window: kswapd's reclaim, disk reads, processes started
-    runs: dict[str, list[float]] = {}  # load runs, seconds
-    done = False
-    try:
-        prod.phase("warm-up")
-        time.sleep(args.producer_warmup_s)  # the JVM's JIT compiling (see the module doc)
-        phases = list({ALONE: None, **loads}.items())
-        for r in range(args.rounds):
-            # Rotated: a drift over the run (the memory settling after the page-cache fill,
-            # the store growing) then falls on every phase alike, not most on the first.
-            k = r % len(phases)
-            for name, load in phases[k:] + phases[:k]:
-                prod.phase(name)
-                c0, m0, t0 = cpu_ticks(), memory_stalls(), time.monotonic()
-                end, n = t0 + args.window_s, 0
-                while time.monotonic() < end:
-                    if load is None:
-                        time.sleep(end - time.monotonic())
-                    else:
-                        load()
-                        n += 1
-                r = runs.setdefault(name, [0, 0.0])
-                r[0] += n
-                r[1] += time.monotonic() - t0
-                m1 = memory_stalls()
-                memory.setdefault(name, []).append(
-                    f"{(m1[2] - m0[2]) * PAGE >> 20}/{(m1[3] - m0[3]) >> 10}/{m1[5] - m0[5]}")
-                for acc, now, before in ((cpu, cpu_ticks(), c0), (stalls, m1, m0)):
-                    acc[name] = [a + b - c for a, b, c in zip(acc.get(name, [0] * len(now)), now, before)]
-        prod.phase("end")
-        done = True
-    finally:
-        if not done:
-            prod.proc.kill()
-    windows, phases = prod.stop()
-    for name, ph in phases.items():
-        if name not in cpu:
-            continue
-        busy, stolen, total = cpu[name]
-        ph["busy"], ph["stolen"] = busy / max(total, 1), stolen / max(total, 1)
-        ph["load_runs_per_s"] = runs[name][0] / runs[name][1]
-        per_window = ", ".join(str(w["p99_ms"]) for w in windows if w["phase"] == name)
-        reclaims, compactions, stolen_pages, read_kib, ticks, _ = stalls[name]
-        seconds, hz = runs[name][1], os.sysconf("SC_CLK_TCK")
-        print(f"  {name}: p99 {ph['p99_ms']} ms over {ph['records']} records (windows: {per_window} ms, "
-              f"MiB kswapd reclaimed/MiB read from disk/processes and threads started in each: "
-              f"{', '.join(memory[name])}; "
-              f"p50 {ph['p50_ms']}, p99.9 {ph['p999_ms']}, max {ph['max_ms']} ms); machine CPU {ph['busy']:.0%} busy, "
-              f"{ph['stolen']:.0%} stolen by the host; {reclaims} direct reclaims, {compactions} direct "
-              f"compactions; kswapd reclaimed {stolen_pages * PAGE / (1 << 20):.0f} MiB with {ticks / hz / seconds:.1%} of "
-              f"a CPU; {read_kib / 1024 / seconds:.0f} MiB/s read from disk", flush=True)
-    return {name: ph for name, ph in phases.items() if name in cpu}
-
-
-def busy_loops(n: int) -> Callable[[], object]:
-    """A stand-in for a scan's CPU use without its reads: n busy processes under Spark's
-    scheduling policy, run for two seconds each time."""
-    def run() -> None:
-        procs = [subprocess.Popen([sys.executable, "-c", "import time\nt = time.monotonic() + 2\n"
-                                   "while time.monotonic() < t: pass"], preexec_fn=idle_priority)
-                 for _ in range(n)]
-        for p in procs:
-            p.wait()
-    return run
 
 
 def migrate_mbps(spark: Any, kafka: str, data_dir: Path) -> float:
@@ -423,9 +238,9 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=2048, help="topic size, MiB")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--producer-mbps", type=float, default=20.0)
-    ap.add_argument("--window-s", type=float, default=30.0,
+    ap.add_argument("--window-s", type=float, default=12.0,
                     help="seconds of each phase window (alone, or under one load)")
-    ap.add_argument("--rounds", type=int, default=4,
+    ap.add_argument("--rounds", type=int, default=10,
                     help="rounds of windows (alone, then under each load), each rotated one phase on")
     ap.add_argument("--settle-s", type=float, default=3.0,
                     help="seconds at the start of each window whose records count to no phase")
@@ -498,11 +313,11 @@ def main() -> int:
             mb = records * RECORD / (1 << 20)
             print(f"producer at {args.producer_mbps} MB/s on Quire, {args.rounds} rounds of {args.window_s:.0f} s windows "
                   f"(the first {args.settle_s:.0f} s of each left out):", flush=True)
-            q = interleaved_p99(gw.bootstrap, args, {
-                "direct scans": lambda: scan(spark, quire_df(), records),
-                "bounded direct scans":
-                    lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records),
-                "busy loops": busy_loops(2),
+            q = interleaved_p99(gw.bootstrap, args, RECORD, {
+                "direct scans": SparkScans(spark, lambda: scan(spark, quire_df(), records), mb),
+                "bounded direct scans": SparkScans(
+                    spark, lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records), mb),
+                "busy loops": BusyLoops(2),
             })
             alone_p99 = q[ALONE]["p99_ms"]
             ratio, bounded_ratio, cpu_ratio = (
@@ -510,9 +325,9 @@ def main() -> int:
                 for k in ("direct scans", "bounded direct scans", "busy loops"))
             alone_busy = q[ALONE]["busy"]
             print(f"producer p99 alone {alone_p99} ms; during unbounded direct scans "
-                  f"({q['direct scans']['load_runs_per_s'] * mb:.0f} MB/s) {q['direct scans']['p99_ms']} ms (x{ratio:.2f}); "
+                  f"({q['direct scans']['load_mbps']:.0f} MB/s) {q['direct scans']['p99_ms']} ms (x{ratio:.2f}); "
                   f"during direct scans bounded to {args.scan_mbps_per_task} MB/s a task "
-                  f"({q['bounded direct scans']['load_runs_per_s'] * mb:.0f} MB/s) {q['bounded direct scans']['p99_ms']} ms "
+                  f"({q['bounded direct scans']['load_mbps']:.0f} MB/s) {q['bounded direct scans']['p99_ms']} ms "
                   f"(x{bounded_ratio:.2f}); during two busy loops under SCHED_IDLE that read nothing "
                   f"{q['busy loops']['p99_ms']} ms (x{cpu_ratio:.2f})", flush=True)
             # The peer: the same producer on Apache Kafka, alone and during Spark's Kafka source
@@ -520,11 +335,12 @@ def main() -> int:
             # moves a Kafka producer's p99, the yardstick for producer_p99_ratio.
             create_topic(kafka_bs, "load", args.producer_partitions)
             print("the same producer on Apache Kafka:", flush=True)
-            k = interleaved_p99(kafka_bs, args, {"Kafka source scans": lambda: scan(spark, kafka_df(kafka_bs), records)})
+            k = interleaved_p99(kafka_bs, args, RECORD, {
+                "Kafka source scans": SparkScans(spark, lambda: scan(spark, kafka_df(kafka_bs), records), mb)})
             peer_alone = k[ALONE]["p99_ms"]
             kafka_ratio = k["Kafka source scans"]["p99_ms"] / peer_alone if peer_alone > 0 else nan
             print(f"Apache Kafka: producer p99 alone {peer_alone} ms; during Spark Kafka source scans of it "
-                  f"({k['Kafka source scans']['load_runs_per_s'] * mb:.0f} MB/s) {k['Kafka source scans']['p99_ms']} ms "
+                  f"({k['Kafka source scans']['load_mbps']:.0f} MB/s) {k['Kafka source scans']['p99_ms']} ms "
                   f"(x{kafka_ratio:.2f})", flush=True)
             if alone_busy > 0.8:
                 print(f"the producer alone kept the machine's CPU {alone_busy:.0%} busy: with no headroom left, "

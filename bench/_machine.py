@@ -1,0 +1,107 @@
+"""What the machine is doing, from /proc, for the benchmarks: its CPU (busy, stolen by the host),
+memory stalls and reclaim, disk reads, processes started; the scheduling policies the benches run
+their loads under."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def proc_stats() -> Iterator[tuple[int, str, list[str]]]:
+    """Each process on the machine now, from /proc/PID/stat: (pid, command name, the fields after
+    the name: state is [0], parent pid [1], user and system ticks [11] and [12], those of reaped
+    children [13] and [14])."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        name, _, rest = raw[raw.index("(") + 1 :].rpartition(")")
+        yield int(d), name, rest.split()
+
+
+def cpu_ticks() -> tuple[int, int, int]:
+    """(busy, stolen, total) CPU ticks of the machine so far, from /proc/stat (busy: neither idle
+    nor waiting for I/O; stolen: on a virtual machine, CPU its host gave to someone else)."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    total = sum(ticks[:8])  # guest time is counted in user time already
+    return total - ticks[3] - ticks[4], ticks[7], total
+
+
+def memory_stalls() -> tuple[int, int, int, int, int, int, int]:
+    """(direct reclaims, direct compactions, pages kswapd reclaimed, KiB read from disks, kswapd's
+    CPU ticks, processes and threads started, bytes DAMON paged out) so far, from /proc and /sys:
+    the times a process asking for memory had to free or compact it itself (a stall of
+    milliseconds to hundreds), and the work kswapd, at normal priority, does to keep memory free
+    once the page cache has filled it (a scan that reads what is not cached makes it reclaim as
+    much as it reads)."""
+    stats: dict[str, int] = {}
+    with open("/proc/vmstat") as f:
+        for line in f:
+            name, _, value = line.partition(" ")
+            stats[name] = int(value)
+    return (sum(v for k, v in stats.items() if k.startswith("allocstall_")), stats.get("compact_stall", 0),
+            stats.get("pgsteal_kswapd", 0), stats.get("pgpgin", 0), kswapd_ticks(), processes_started(),
+            damon_paged_out())
+
+
+def processes_started() -> int:
+    """Processes (and threads) the machine has started since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("processes "):
+                return int(line.split()[1])
+    return 0
+
+
+DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def damon_paged_out() -> int:
+    """Bytes DAMON's pageout schemes have paged out so far (0 where none runs). A virtual machine
+    may run one: this one pages out the page cache nobody touched for a minute, at up to 128 MiB
+    a second, so the page cache never fills and kswapd has nothing to do."""
+    total = 0
+    for kdamond in DAMON.glob("[0-9]*"):
+        try:
+            (kdamond / "state").write_text("update_schemes_stats")  # the stats below are as of the last request
+        except OSError:
+            continue
+        for scheme in kdamond.glob("contexts/*/schemes/*"):
+            try:
+                if (scheme / "action").read_text().strip() == "pageout":
+                    total += int((scheme / "stats/sz_applied").read_text())
+            except (OSError, ValueError):
+                continue
+    return total
+
+
+def kswapd_ticks() -> int:
+    """CPU ticks (user and system) of the kernel's kswapd threads so far."""
+    return sum(int(f[11]) + int(f[12]) for _, name, f in proc_stats() if name.startswith("kswapd"))
+
+
+def free_gib() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemFree:"):
+                return int(line.split()[1]) / (1 << 20)
+    return float("nan")
+
+
+def idle_priority() -> None:
+    """This thread, and the processes it starts from now on, run under SCHED_IDLE: only on CPU
+    that nothing else wants (see the module doc)."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+def normal_priority() -> None:
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))

@@ -1,0 +1,235 @@
+"""A producer's latency alone and under loads, in windows interleaved in one run: the phased
+producer (bench/PhasedProducer.java), the loads it is measured under (Spark scans, busy loops),
+each run in a thread of its own for its window and stopped at the window's end, and the
+interleaving with what the machine did in each window."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from bench._machine import PAGE, cpu_ticks, memory_stalls
+from bench.perf_tools import PERF_JVM_OPTS
+from compat_tests.support import kafka_dist
+
+PHASED_PRODUCER = Path(__file__).with_name("PhasedProducer.java")
+ALONE = "alone"
+STOPPING = "stopping a load"  # records sent while a window's load winds down count to no measured phase
+
+
+class PhasedProducer:
+    """bench/PhasedProducer.java at a fixed rate (acks=all, the client's defaults otherwise, as
+    kafka-producer-perf-test), one JVM for a whole comparison; `phase(name)` makes the records
+    sent from then on count to `name`, once `settle_s` has passed (the records of the switch
+    itself, whose latency belongs to both sides, count to neither)."""
+
+    def __init__(self, bootstrap: str, topic: str, mbps: float, record: int, settle_s: float) -> None:
+        rps = int(mbps * (1 << 20) / record)
+        cmd = kafka_dist.java_command(str(PHASED_PRODUCER), [bootstrap, topic, str(rps), str(record),
+                                                              str(int(settle_s * 1000))], jvm_opts=PERF_JVM_OPTS)
+        # stderr to a file: the client's log lines over a long run must never fill a pipe nobody reads
+        self.stderr = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+
+    def _stderr_tail(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read()[-3000:]
+
+    def phase(self, name: str) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"PhasedProducer exited {self.proc.returncode}: {self._stderr_tail()}")
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"phase {name}\n")
+        self.proc.stdin.flush()
+
+    def stop(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """Flush, close; (the windows in order, each phase's windows together)."""
+        out, _ = self.proc.communicate("stop\n", timeout=120)
+        events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        if self.proc.returncode != 0 or not events or events[-1]["event"] != "done":
+            raise RuntimeError(f"PhasedProducer exited {self.proc.returncode}:\n{out[-2000:]}\n{self._stderr_tail()}")
+        if events[-1]["errors"]:
+            raise RuntimeError(f"PhasedProducer: {events[-1]['errors']} records failed")
+        return ([e for e in events if e["event"] == "window"],
+                {e["phase"]: e for e in events if e["event"] == "phase"})
+
+
+class Load(Protocol):
+    def run(self, stop: threading.Event) -> float:
+        """Load the machine until `stop` is set; MiB got through (0 for a load that reads nothing)."""
+
+    def cancel(self) -> None:
+        """Make a run under way end soon (called, again and again, once `stop` is set)."""
+
+
+_groups = itertools.count()
+
+
+class SparkScans:
+    """One Spark job (`scan_once`, over `mib` MiB) again and again; at the window's end the job
+    under way is cancelled, and counts for the share of its first stage's tasks that finished."""
+
+    def __init__(self, spark: Any, scan_once: Callable[[], object], mib: float) -> None:
+        self.spark, self.scan_once, self.mib = spark, scan_once, mib
+        self.group = f"bench-load-{next(_groups)}"
+
+    def run(self, stop: threading.Event) -> float:
+        sc = self.spark.sparkContext
+        sc.setJobGroup(self.group, "a load beside the producer", interruptOnCancel=True)
+        done = 0.0
+        while not stop.is_set():
+            try:
+                self.scan_once()
+                done += 1
+            except Exception:
+                if not stop.is_set():
+                    raise
+                done += self._cancelled_share()
+        return done * self.mib
+
+    def cancel(self) -> None:
+        self.spark.sparkContext.cancelJobGroup(self.group)
+
+    def _cancelled_share(self) -> float:
+        tracker = self.spark.sparkContext.statusTracker()
+        jobs = tracker.getJobIdsForGroup(self.group)
+        info = tracker.getJobInfo(max(jobs)) if jobs else None
+        stages = [s for s in (tracker.getStageInfo(i) for i in (info.stageIds if info else [])) if s is not None]
+        if not stages:
+            return 0.0
+        first = min(stages, key=lambda s: s.stageId)
+        return float(first.numCompletedTasks / max(first.numTasks, 1))
+
+
+class BusyLoops:
+    """A stand-in for a scan's CPU use without its reads: n processes spinning under Spark's
+    scheduling policy for the whole window."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def run(self, stop: threading.Event) -> float:
+        procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        try:
+            for p in procs:  # not preexec_fn: this runs beside other threads (Spark's py4j among them)
+                os.sched_setscheduler(p.pid, os.SCHED_IDLE, os.sched_param(0))
+            stop.wait()
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+        return 0.0
+
+    def cancel(self) -> None:
+        pass
+
+
+class _Runner:
+    """A load in a thread of its own for one window."""
+
+    def __init__(self, load: Load) -> None:
+        self.load, self.stop = load, threading.Event()
+        self.mib = 0.0
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="bench-load", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.mib = self.load.run(self.stop)
+        except BaseException as e:  # re-raised in the bench's thread by finish()
+            self.error = e
+
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def finish(self) -> float:
+        self.stop.set()
+        while self.thread.is_alive():
+            self.load.cancel()  # again: a job started just as the window ended is cancelled too
+            self.thread.join(0.5)
+        if self.error is not None:
+            raise self.error
+        return self.mib
+
+
+def interleaved_p99(bootstrap: str, args: argparse.Namespace, record: int,
+                    loads: dict[str, Load]) -> dict[str, dict[str, Any]]:
+    """The producer's latency alone and during each load, in one run of PhasedProducer: after
+    --producer-warmup-s, --rounds rounds of a window alone then a window under each load in
+    turn, each round rotated one phase on; a load runs in a thread of its own from its window's
+    start and is stopped at its end (a scan under way cancelled), so every window lasts
+    --window-s and a burst of the host's stealing falls on the phases alike. Prints each phase's
+    p99 per window with the share of the machine's CPU the host stole in it, and over all its
+    windows, with the share of the CPU that was busy, the memory stalls, what kswapd reclaimed,
+    DAMON paged out and the disks read, and per window the processes and threads started
+    (Spark's Python workers among them); returns each phase's (all windows) numbers, with
+    "load_mbps", what the load got through."""
+    prod = PhasedProducer(bootstrap, "load", args.producer_mbps, record, args.settle_s)
+    cpu: dict[str, list[int]] = {}
+    stalls: dict[str, list[int]] = {}
+    memory: dict[str, list[str]] = {}  # per window: kswapd's and DAMON's reclaim, disk reads, processes started
+    stolen_in: dict[str, list[float]] = {}  # per window: the share of the CPU the host stole
+    runs: dict[str, list[float]] = {}  # MiB the load got through, seconds
+    done = False
+    try:
+        prod.phase("warm-up")
+        time.sleep(args.producer_warmup_s)  # the JVM's JIT compiling (see spark_scan's module doc)
+        phases: list[tuple[str, Load | None]] = [(ALONE, None), *loads.items()]
+        for r in range(args.rounds):
+            # Rotated: a drift over the run (the memory settling after the page-cache fill,
+            # the store growing) then falls on every phase alike, not most on the first.
+            k = r % len(phases)
+            for name, load in phases[k:] + phases[:k]:
+                prod.phase(name)
+                c0, m0, t0 = cpu_ticks(), memory_stalls(), time.monotonic()
+                runner = _Runner(load) if load is not None else None
+                while time.monotonic() < t0 + args.window_s and (runner is None or runner.alive()):
+                    time.sleep(min(0.5, max(0.0, t0 + args.window_s - time.monotonic())))
+                c1, m1, seconds = cpu_ticks(), memory_stalls(), time.monotonic() - t0
+                prod.phase(STOPPING)
+                mib = runner.finish() if runner is not None else 0.0
+                acc = runs.setdefault(name, [0.0, 0.0])
+                acc[0] += mib
+                acc[1] += seconds
+                memory.setdefault(name, []).append(
+                    f"{(m1[2] - m0[2]) * PAGE >> 20}/{(m1[6] - m0[6]) >> 20}/{(m1[3] - m0[3]) >> 10}/{m1[5] - m0[5]}")
+                stolen_in.setdefault(name, []).append((c1[1] - c0[1]) / max(c1[2] - c0[2], 1))
+                for total, now, before in ((cpu, c1, c0), (stalls, m1, m0)):
+                    total[name] = [a + b - c for a, b, c in zip(total.get(name, [0] * len(now)), now, before)]
+        prod.phase("end")
+        done = True
+    finally:
+        if not done:
+            prod.proc.kill()
+    windows, by_phase = prod.stop()
+    for name, ph in by_phase.items():
+        if name not in cpu:
+            continue
+        busy, stolen, total_ticks = cpu[name]
+        ph["busy"], ph["stolen"] = busy / max(total_ticks, 1), stolen / max(total_ticks, 1)
+        ph["load_mbps"] = runs[name][0] / runs[name][1]
+        per_window = ", ".join(f"{w['p99_ms']} ({s:.0%})"
+                               for w, s in zip((w for w in windows if w["phase"] == name), stolen_in[name]))
+        reclaims, compactions, stolen_pages, read_kib, ticks, _, damon = stalls[name]
+        seconds, hz = runs[name][1], os.sysconf("SC_CLK_TCK")
+        print(f"  {name}: p99 {ph['p99_ms']} ms over {ph['records']} records (p99 in ms, and the CPU the host "
+              f"stole, in each window: {per_window}; MiB kswapd reclaimed/MiB DAMON paged out/MiB read from disk/"
+              f"processes and threads started in each: {', '.join(memory[name])}; p50 {ph['p50_ms']}, p99.9 {ph['p999_ms']}, "
+              f"max {ph['max_ms']} ms); machine CPU {ph['busy']:.0%} busy, {ph['stolen']:.0%} stolen by the host; "
+              f"{reclaims} direct reclaims, {compactions} direct compactions; kswapd reclaimed "
+              f"{stolen_pages * PAGE / (1 << 20):.0f} MiB with {ticks / hz / seconds:.1%} of a CPU, DAMON "
+              f"paged out {damon >> 20} MiB; "
+              f"{read_kib / 1024 / seconds:.0f} MiB/s read from disk", flush=True)
+    return {name: ph for name, ph in by_phase.items() if name in cpu}
+

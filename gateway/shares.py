@@ -43,6 +43,7 @@ from gateway.share_offsets import DELETED, SharePublisher, clear_resets, read_re
 from kafka_wire.errors import ErrorCode
 from store.managed.cursor import ManagedCursor
 from store.managed.position import Position
+from store.tasks import retrieve_outcome
 
 if TYPE_CHECKING:
     from gateway.partition.log import PartitionLog
@@ -408,4 +409,4 @@ def release_session(shares: SharePartitions, session: ShareSession) -> None:
             e = shares.entry_of(session.group_id, plog)
             if e is not None:
                 sp_task = asyncio.get_running_loop().create_task(sp.persist())
-                sp_task.add_done_callback(lambda t: t.cancelled() or t.exception())
+                sp_task.add_done_callback(retrieve_outcome)

@@ -1,6 +1,6 @@
 """Running a process's event loop (on uvloop when installed), what stops a long-running
-process (ProcessStop), and stopping background tasks (cancel them, then wait until each has
-ended).
+process (ProcessStop), stopping background tasks (cancel them, then wait until each has ended)
+and leaving a future's outcome to nobody (retrieve_outcome).
 
 At the root of `store/` (beside clock.py and retry.py) so that store/ and every layer above it
 (the bookie and gateway processes alike) run and stop their loops the same way."""
@@ -43,6 +43,14 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
     for t in pending:
         with contextlib.suppress(asyncio.CancelledError):
             await t
+
+
+def retrieve_outcome(fut: asyncio.Future[Any]) -> None:
+    """A done callback for a future whose outcome nobody awaits (a replica's read that lost the
+    race or was cancelled while its connection failed, a confirmation only another answers): its
+    exception, if any, counts as retrieved, so asyncio does not log it as never retrieved."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 class ProcessStop:

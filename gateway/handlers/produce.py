@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.context import RequestContext
 from gateway.dispatch import CloseConnection
@@ -33,6 +33,7 @@ from kafka_wire.exceptions import DecodeError
 from kafka_wire.hotpath import decode_produce_request
 from kafka_wire.messages.produce import ProduceResponse
 from kafka_wire.records.batch import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID
+from store.tasks import retrieve_outcome
 
 if TYPE_CHECKING:
     from gateway.topics.registry import TopicInfo
@@ -41,11 +42,6 @@ TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 # Kafka's AdminUtils.ADMIN_CLIENT_ID: the one client id allowed to append to internal topics.
 ADMIN_CLIENT_ID = "__admin_client"
-
-
-def _swallow(f: asyncio.Future[Any]) -> None:
-    if not f.cancelled():
-        f.exception()
 
 
 def _is_transactional(records: memoryview | None) -> bool:
@@ -240,7 +236,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
         # until then the connection's next request other than a Produce waits, so a Fetch sees
         # these batches, as in Kafka, where a connection's requests apply one at a time.
         for f in pending:
-            f.add_done_callback(_swallow)
+            f.add_done_callback(retrieve_outcome)
         return None
     by_topic: dict[str | uuid.UUID, list[PartitionResponse]] = defaultdict(list)
     for topic, index, s in slots:
@@ -248,7 +244,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> ProduceRespon
             by_topic[topic].append(s)
             continue
         if not s.done():
-            s.add_done_callback(_swallow)
+            s.add_done_callback(retrieve_outcome)
             by_topic[topic].append(_error(index, ErrorCode.REQUEST_TIMED_OUT))
             continue
         exc = s.exception()

@@ -54,6 +54,7 @@ from store.managed.metadata import LogMetadata
 from store.managed.names import log_path
 from store.managed.position import Position
 from store.meta.api import MetaStore, NoNodeError
+from store.tasks import retrieve_outcome
 
 if TYPE_CHECKING:
     from gateway.topics.registry import TopicInfo
@@ -68,11 +69,6 @@ PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms
 
 def _not_leader(msg: str) -> KafkaApiError:
     return KafkaApiError(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), msg)
-
-
-def _retrieved(f: asyncio.Future[AppendResult]) -> None:
-    if not f.cancelled():
-        f.exception()
 
 
 def _now_ms() -> int:
@@ -429,7 +425,7 @@ class PartitionLog(PartitionFetch):
             b.set_partition_leader_epoch(self.leader_epoch)
             self._next = nxt
             if out is not None:
-                out.add_done_callback(_retrieved)  # only the last batch's confirmation answers
+                out.add_done_callback(retrieve_outcome)  # only the last batch's confirmation answers
             out = loop.create_future()
             self._pending[base] = out
             fut = self.ml.append(b.memoryview())

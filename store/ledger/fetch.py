@@ -14,6 +14,7 @@ from store.ledger.env import LedgerEnv
 from store.ledger.errors import LedgerReadError
 from store.ledger.metadata import LedgerMetadata
 from store.ledger.quorum import write_set
+from store.tasks import retrieve_outcome
 
 T = TypeVar("T")
 _RANGE_BYTES = 4 << 20
@@ -35,9 +36,15 @@ async def first_success(
     errors: list[BaseException] = []
     started = 0
 
+    async def attempt(call: Callable[[], Awaitable[T]]) -> T:
+        # asyncio.timeout, not wait_for: 3.11's wait_for runs the call as a task of its own and,
+        # cancelled, never retrieves what that task ended with (logged as never retrieved)
+        async with asyncio.timeout(attempt_timeout):
+            return await call()
+
     def launch() -> None:
         nonlocal started
-        tasks.add(asyncio.ensure_future(asyncio.wait_for(calls[started](), attempt_timeout)))
+        tasks.add(asyncio.ensure_future(attempt(calls[started])))
         started += 1
 
     launch()
@@ -60,7 +67,10 @@ async def first_success(
                 launch()
     finally:
         for t in tasks:
+            # A losing attempt may still end with an error (its connection lost as it is
+            # cancelled): nobody awaits it, so it must not be logged as never retrieved.
             t.cancel()
+            t.add_done_callback(retrieve_outcome)
     raise LedgerReadError(f"{what}: every replica failed: {'; '.join(repr(e) for e in errors)}")
 
 

@@ -21,6 +21,7 @@ from store.ledger.metadata import CLOSED, IN_RECOVERY, OPEN, LedgerMetadata
 from store.ledger.metrics import LEDGER_RECOVERIES
 from store.ledger.placement import available_bookies
 from store.ledger.quorum import is_covered, missing_for_absence, write_set
+from store.tasks import retrieve_outcome
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ async def _recovery_add(
     for f in pending:
         _background.add(f)
         f.add_done_callback(_background.discard)
-        f.add_done_callback(lambda f: f.cancelled() or f.exception())
+        f.add_done_callback(retrieve_outcome)
     if ok < md.ack_quorum:
         raise LedgerRecoveryError(
             f"ledger {md.ledger_id}: re-adding entry {entry_id} reached {ok} bookies: {errors}"

@@ -1,0 +1,53 @@
+"""store.ledger.fetch.first_success: a losing replica's read that ends with an error while it is
+cancelled (its connection lost as the reader goes away) is not logged as never retrieved."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from typing import Any
+
+from store.bookie.errors import BookieUnavailableError
+from store.ledger.fetch import first_success
+
+
+async def test_a_loser_failing_as_it_is_cancelled_is_not_logged() -> None:
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    slow_started = asyncio.Event()
+    slow_ended = asyncio.Event()
+
+    async def slow() -> str:
+        slow_started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise BookieUnavailableError("connection to bookie lost") from None
+        finally:
+            slow_ended.set()
+        return "slow"
+
+    async def fast() -> str:
+        await slow_started.wait()
+        return "fast"
+
+    got = await first_success([slow, fast], speculative=0.0, attempt_timeout=60.0, what="entries")
+    assert got == "fast"
+    await slow_ended.wait()
+    for _ in range(3):  # the losing task's own callbacks run on the loop's next turns
+        await asyncio.sleep(0)
+    gc.collect()
+    assert [(c["message"], repr(c.get("future"))) for c in reported] == []
+
+
+async def test_every_replica_failing_still_raises() -> None:
+    async def broken() -> str:
+        raise BookieUnavailableError("down")
+
+    try:
+        await first_success([broken, broken], speculative=0.0, attempt_timeout=1.0, what="entries 0..9")
+    except Exception as e:
+        assert "entries 0..9: every replica failed" in str(e)
+    else:
+        raise AssertionError("first_success returned with every replica failing")

@@ -75,10 +75,20 @@ async def test_sigkill_at_each_step_converges(
             with pytest.raises(NoSuchLedgerError):
                 await client.metadata(li.ledger_id)
         assert await read_all(ml) == data
-        # the cleanup pass removes what the crash left, and only that
-        await cleanup(meta, tier, margin_ms=0)
+        # the cleanup pass removes what the crash left, and only that. The child's last upload may
+        # land after its death (a PUT in flight at the SIGKILL, completed by the server later:
+        # seen once under a loaded CI run, an orphan .data with no .index), and production's
+        # margin is for that; here, passes run again until the store holds exactly what is named
         named = {k for li in closed if li.offload for k in (li.offload.data, li.offload.index)}
-        assert {o.key for o in await tier.objects()} == named
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            await cleanup(meta, tier, margin_ms=0)
+            keys = {o.key for o in await tier.objects()}
+            assert named <= keys  # never anything the metadata names
+            if keys == named or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.5)  # the late upload is the server's: no event of ours to wait on
+        assert keys == named
         await ml.close()
     finally:
         await tier.close()

@@ -7,7 +7,10 @@ import asyncio
 import gc
 from typing import Any
 
+import pytest
+
 from store.bookie.errors import BookieUnavailableError
+from store.ledger.errors import LedgerReadError
 from store.ledger.fetch import first_success
 
 
@@ -45,9 +48,5 @@ async def test_every_replica_failing_still_raises() -> None:
     async def broken() -> str:
         raise BookieUnavailableError("down")
 
-    try:
+    with pytest.raises(LedgerReadError, match=r"entries 0\.\.9: every replica failed"):
         await first_success([broken, broken], speculative=0.0, attempt_timeout=1.0, what="entries 0..9")
-    except Exception as e:
-        assert "entries 0..9: every replica failed" in str(e)
-    else:
-        raise AssertionError("first_success returned with every replica failing")

@@ -27,11 +27,20 @@ def proc_stats() -> Iterator[tuple[int, str, list[str]]]:
         yield int(d), name, rest.split()
 
 
+def _proc_stat(key: str) -> list[int]:
+    """The numbers of /proc/stat's line named `key` ("cpu": the whole machine's ticks)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            name, _, values = line.partition(" ")
+            if name == key:
+                return [int(v) for v in values.split()]
+    return []
+
+
 def cpu_ticks() -> tuple[int, int, int]:
     """(busy, stolen, total) CPU ticks of the machine so far, from /proc/stat (busy: neither idle
     nor waiting for I/O; stolen: on a virtual machine, CPU its host gave to someone else)."""
-    with open("/proc/stat") as f:
-        ticks = [int(v) for v in f.readline().split()[1:]]
+    ticks = _proc_stat("cpu")
     total = sum(ticks[:8])  # guest time is counted in user time already
     return total - ticks[3] - ticks[4], ticks[7], total
 
@@ -55,11 +64,7 @@ def memory_stalls() -> tuple[int, int, int, int, int, int, int]:
 
 def processes_started() -> int:
     """Processes (and threads) the machine has started since boot, from /proc/stat."""
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("processes "):
-                return int(line.split()[1])
-    return 0
+    return (_proc_stat("processes") or [0])[0]
 
 
 DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds")

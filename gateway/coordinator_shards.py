@@ -15,6 +15,7 @@ from coordinator.group.hashing import shard_for
 from coordinator.group.shard_log import ShardLogError
 from gateway.errors import KafkaApiError
 from kafka_wire.errors import ErrorCode
+from store.tasks import within
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -154,7 +155,7 @@ class CoordinatorShards(Generic[C]):
         task = st.loading
         if task is not None and not task.done():
             try:
-                await asyncio.wait_for(asyncio.shield(task), self.load_wait_s)
+                await within(asyncio.shield(task), self.load_wait_s)
             except TimeoutError:
                 raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "loading") from None
             except Exception:
@@ -227,7 +228,7 @@ class CoordinatorShards(Generic[C]):
                 st = await self._activate(topic, shard)
                 task = st.loading
                 if task is not None and not task.done():
-                    await asyncio.wait_for(asyncio.shield(task), self.load_wait_s)
+                    await within(asyncio.shield(task), self.load_wait_s)
             except TimeoutError:
                 return None
             except Exception:

@@ -21,6 +21,7 @@ from kafka_wire.frames import decode_response, encode_request
 from kafka_wire.messages.produce import ProduceRequest, ProduceResponse
 from kafka_wire.messages.request_header import RequestHeader
 from kafka_wire.records.batch import InvalidBatch, TimestampType, iter_batches
+from store.tasks import within
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import ClusterView
@@ -109,7 +110,7 @@ async def append_dead_letters(sink: DeadLetterSink, name: str, source_partition:
     node = sink.cluster.node(leader)
     if node is None:
         raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{name}-{p}: owner {leader} unknown")
-    await asyncio.wait_for(_produce_to(node.host, node.port, info.name, p, batch), PRODUCE_TIMEOUT_S)
+    await within(_produce_to(node.host, node.port, info.name, p, batch), PRODUCE_TIMEOUT_S)
 
 
 async def _produce_to(host: str, port: int, topic: str, partition: int, batch: bytes) -> None:

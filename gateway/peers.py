@@ -15,6 +15,7 @@ from kafka_wire.api import API_NAMES
 from kafka_wire.frames import decode_response, encode_request
 from kafka_wire.messages.request_header import RequestHeader
 from kafka_wire.primitives import Struct
+from store.tasks import within
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import GatewayNode
@@ -98,7 +99,7 @@ class PeerClients:
             conn = self._conns.get(key)
             if conn is None or conn.closed:
                 try:
-                    reader, writer = await asyncio.wait_for(asyncio.open_connection(node.host, node.port),
+                    reader, writer = await within(asyncio.open_connection(node.host, node.port),
                                                             self.timeout_s)
                 except (OSError, TimeoutError) as e:
                     raise PeerError(f"cannot reach gateway {node.node_id} at {node.host}:{node.port}: {e}") from e
@@ -110,7 +111,7 @@ class PeerClients:
         conn = await self._connection(node)
         fut = conn.send(API_NAMES[api].api_key, version, body)
         try:
-            return await asyncio.wait_for(fut, self.timeout_s)
+            return await within(fut, self.timeout_s)
         except TimeoutError as e:
             conn.close()
             raise PeerError(f"gateway {node.node_id} did not answer {api} in {self.timeout_s}s") from e

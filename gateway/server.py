@@ -14,6 +14,7 @@ from prometheus_client.metrics_core import Metric
 
 from gateway.connection import KafkaConnection
 from store.metrics import InstanceCollector
+from store.tasks import within
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
@@ -57,12 +58,12 @@ class GatewayServer:
             c.stop_reading()
         if self.connections:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*(c.wait_idle() for c in self.connections)), grace)
+                await within(asyncio.gather(*(c.wait_idle() for c in self.connections)), grace)
         for c in list(self.connections):
             c.close()
         if self._server is not None:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+                await within(self._server.wait_closed(), 5.0)
             except TimeoutError:
                 log.warning("gateway connections did not close within 5 s")
 

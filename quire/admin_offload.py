@@ -13,6 +13,7 @@ from quire.admin_output import progress_bar, size, table
 from store.meta.api import MetaStore
 from store.offload import offloader
 from store.offload.tier import Tier
+from store.tasks import within
 
 
 def _render_offload(docs: list[dict[str, Any]]) -> str:
@@ -45,7 +46,7 @@ async def wait_gone(
         if not left:
             return True
         try:
-            await asyncio.wait_for(changed.wait(), max(0.0, deadline - loop.time()))
+            await within(changed.wait(), max(0.0, deadline - loop.time()))
         except TimeoutError:
             return False
     return True

@@ -18,7 +18,7 @@ from store.bookie.server import BookieServer
 from store.heap import settle_heap
 from store.metrics import start_metrics
 from store.recovery.service import AutoRecovery, RecoveryConfig, recovery_env
-from store.tasks import ProcessStop, cancel_and_wait, run_async
+from store.tasks import ProcessStop, cancel_and_wait, run_async, within
 
 if TYPE_CHECKING:
     from quire.settings import Resolved
@@ -71,7 +71,7 @@ async def _serve(
             async def refresh() -> None:
                 while True:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(poke.wait(), REFRESH_S)
+                        await within(poke.wait(), REFRESH_S)
                     poke.clear()
                     try:
                         await reg.refresh()

@@ -1,6 +1,6 @@
 """Running a process's event loop (on uvloop when installed), what stops a long-running
-process (ProcessStop), stopping background tasks (cancel them, then wait until each has ended)
-and leaving a future's outcome to nobody (retrieve_outcome).
+process (ProcessStop), stopping background tasks (cancel them, then wait until each has ended),
+awaiting with a time limit (within) and leaving a future's outcome to nobody (retrieve_outcome).
 
 At the root of `store/` (beside clock.py and retry.py) so that store/ and every layer above it
 (the bookie and gateway processes alike) run and stop their loops the same way."""
@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -43,6 +43,17 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
     for t in pending:
         with contextlib.suppress(asyncio.CancelledError):
             await t
+
+
+async def within(aw: Awaitable[T], seconds: float | None) -> T:
+    """`await aw`, or TimeoutError once `seconds` have passed (None: no limit), `aw`
+    then cancelled: asyncio.wait_for as 3.12 has it, for every caller here. 3.11's wait_for
+    runs `aw` as a task of its own; cancelled from outside it leaves that task's outcome
+    unretrieved (logged as never retrieved), and if the task ended at the same moment it returns
+    the result and swallows the cancellation. Under asyncio.timeout `aw` runs in the caller's
+    task, so there is no second task to lose."""
+    async with asyncio.timeout(seconds):
+        return await aw
 
 
 def retrieve_outcome(fut: asyncio.Future[Any]) -> None:

@@ -32,6 +32,7 @@ from store.meta.api import (
     WatchEvent,
 )
 from store.retry import Retry
+from store.tasks import within
 
 if TYPE_CHECKING:
     from gateway.topics.registry import TopicRegistry
@@ -276,7 +277,7 @@ class ClusterView:
 
             if await self.meta.exists(path, watch=on_event) is not None:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(gone.wait(), min(left, 1.0))
+                    await within(gone.wait(), min(left, 1.0))
 
     async def _on_gateways(self, kids: list[str]) -> None:
         live: dict[int, GatewayNode] = {}
@@ -319,7 +320,7 @@ class ClusterView:
             if not self._owners_loaded.is_set():
                 # Startup: have every existing lease in memory before start() returns.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(loaded.wait(), 10.0)
+                    await within(loaded.wait(), 10.0)
         self._owners_loaded.set()
 
     def _lease_handler(self, tid: uuid.UUID, loaded: asyncio.Event) -> Callable[[list[str]], Awaitable[None]]:

@@ -32,7 +32,7 @@ from store.clock import SYSTEM_CLOCK, Clock
 from store.meta.api import MetaError, MetaStore, NoNodeError, NotEmptyError
 from store.metrics import InstanceCollector
 from store.retry import Backoff, Retry
-from store.tasks import cancel_and_wait
+from store.tasks import cancel_and_wait, within
 
 if TYPE_CHECKING:
     from gateway.cluster.membership import ClusterView
@@ -205,7 +205,7 @@ class PartitionManager:
         retry = Retry(RETRY_BACKOFF, clock=self._clock)
         while not self._closed:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), RESYNC_INTERVAL)
+                await within(self._dirty.wait(), RESYNC_INTERVAL)
             self._dirty.clear()
             if self._session_lost:
                 return

@@ -34,6 +34,7 @@ from gateway.partition.lookup import TopicCache, leader_hint
 from kafka_wire.errors import ErrorCode
 from kafka_wire.hotpath import FetchPartition, FetchTopic, NodeEndpoint, encode_fetch_response
 from kafka_wire.messages.fetch import FetchRequest
+from store.tasks import within
 
 if TYPE_CHECKING:
     from gateway.partition.log import PartitionLog
@@ -209,7 +210,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
         for plog in logs:
             plog.add_waiter(woken)
         try:
-            await asyncio.wait_for(asyncio.shield(woken), remaining)
+            await within(asyncio.shield(woken), remaining)
         except TimeoutError:
             break
         finally:

@@ -32,6 +32,7 @@ from kafka_log.view import batch_offsets
 from kafka_wire.errors import ErrorCode
 from kafka_wire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
 from kafka_wire.records import BATCH_OVERHEAD, RecordBatch
+from store.tasks import within
 
 if TYPE_CHECKING:
     from coordinator.share.partition import SharePartition
@@ -280,7 +281,7 @@ async def _acquire(
             if entry is not None:
                 entry.waiters.add(woken)
         try:
-            await asyncio.wait_for(asyncio.shield(woken), remaining)
+            await within(asyncio.shield(woken), remaining)
         except TimeoutError:
             return
         finally:

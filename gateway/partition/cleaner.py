@@ -17,7 +17,7 @@ from gateway.config import CleanerSettings
 from gateway.metrics import CLEANER_CLEAN_TIME, CLEANER_LEDGERS, CLEANER_PASSES
 from kafka_log.compaction import CleanerPolicy, clean
 from store.managed.errors import ManagedLogError
-from store.tasks import cancel_and_wait
+from store.tasks import cancel_and_wait, within
 
 if TYPE_CHECKING:
     from gateway.partition.log import PartitionLog
@@ -69,7 +69,7 @@ class LogCleaner:
     async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.backoff_ms / 1000)
+                await within(self._wake.wait(), self.settings.backoff_ms / 1000)
             self._wake.clear()
             due, self._due = self._due, []
             for plog in due or [p for p in list(self._logs) if p.topic.compacted]:

@@ -20,6 +20,7 @@ from store.bookie import protocol as p
 from store.bookie.errors import BadRequestError, BookieError, BookieUnavailableError, Status, error_for
 from store.framing import Buffer, FramedProtocol
 from store.metrics import BookieLatency
+from store.tasks import within
 
 _MAX_RESPONSE = 1 << 30
 
@@ -192,10 +193,9 @@ class BookieClient:
             self._closed = False
             loop = asyncio.get_running_loop()
             try:
-                async with asyncio.timeout(self.connect_timeout):
-                    _, conn = await loop.create_connection(
-                        lambda: _Conn(self.address, self.request_timeout), self._host, self._port
-                    )
+                _, conn = await within(loop.create_connection(
+                    lambda: _Conn(self.address, self.request_timeout), self._host, self._port
+                ), self.connect_timeout)
             except (OSError, TimeoutError) as e:
                 raise BookieUnavailableError(f"cannot connect to bookie {self.address}: {e or 'timed out'}") from None
             self._conn = conn

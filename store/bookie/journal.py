@@ -59,6 +59,7 @@ import crc32c
 from store.bookie.entry import HEADER_SIZE as ENTRY_HEADER
 from store.bookie.entry import EntryDigestError, unpack_entry
 from store.bookie.metrics import JOURNAL_METRICS, journal_batch
+from store.tasks import within
 
 log = logging.getLogger(__name__)
 
@@ -666,7 +667,7 @@ class Journal:
             if not self._writing and self._pending and not self._scheduled:
                 self._kick()
             try:
-                await asyncio.wait_for(self._idle.wait(), 0.05)
+                await within(self._idle.wait(), 0.05)
             except TimeoutError:
                 pass
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
+from store.tasks import within
+
 Waiter = tuple[int, asyncio.Future[int]]  # (the reader's previous LAC, its answer)
 
 
@@ -40,7 +42,7 @@ class LacPolls:
         entry = (previous_lac, fut)
         self.waiting.setdefault(ledger_id, []).append(entry)
         try:
-            return await asyncio.wait_for(fut, wait_s)
+            return await within(fut, wait_s)
         except TimeoutError:
             return None
         finally:

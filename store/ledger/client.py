@@ -21,6 +21,7 @@ from store.ledger.recovery import recover
 from store.ledger.writer import LedgerWriter
 from store.meta.api import MetaStore, NodeExistsError, NoNodeError
 from store.recovery import marks
+from store.tasks import within
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ class LedgerClient:
             raise NoSuchLedgerError(f"ledger {ledger_id} does not exist") from None
 
         async def one(addr: str) -> None:
-            await asyncio.wait_for(
+            await within(
                 self._env.bookies.get(addr).delete_ledger(ledger_id), self._env.read_timeout
             )
 

@@ -14,7 +14,7 @@ from store.ledger.env import LedgerEnv
 from store.ledger.errors import LedgerReadError
 from store.ledger.metadata import LedgerMetadata
 from store.ledger.quorum import write_set
-from store.tasks import retrieve_outcome
+from store.tasks import retrieve_outcome, within
 
 T = TypeVar("T")
 _RANGE_BYTES = 4 << 20
@@ -37,10 +37,7 @@ async def first_success(
     started = 0
 
     async def attempt(call: Callable[[], Awaitable[T]]) -> T:
-        # asyncio.timeout, not wait_for: 3.11's wait_for runs the call as a task of its own and,
-        # cancelled, never retrieves what that task ended with (logged as never retrieved)
-        async with asyncio.timeout(attempt_timeout):
-            return await call()
+        return await within(call(), attempt_timeout)  # in the attempt's task: a call failing to start fails it alone
 
     def launch() -> None:
         nonlocal started
@@ -177,7 +174,7 @@ async def bookie_lac(env: LedgerEnv, md: LedgerMetadata) -> int:
 
     async def one(addr: str) -> int:
         try:
-            lac, _ = await asyncio.wait_for(env.bookies.get(addr).read_lac(md.ledger_id), env.read_timeout)
+            lac, _ = await within(env.bookies.get(addr).read_lac(md.ledger_id), env.read_timeout)
         except (NoLedgerError, NoEntryError):
             return -1
         return lac

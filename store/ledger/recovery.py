@@ -21,7 +21,7 @@ from store.ledger.metadata import CLOSED, IN_RECOVERY, OPEN, LedgerMetadata
 from store.ledger.metrics import LEDGER_RECOVERIES
 from store.ledger.placement import available_bookies
 from store.ledger.quorum import is_covered, missing_for_absence, write_set
-from store.tasks import retrieve_outcome
+from store.tasks import retrieve_outcome, within
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ async def _fence(env: LedgerEnv, md: LedgerMetadata) -> int:
 
     async def one(idx: int) -> tuple[int, int]:
         try:
-            lac, _ = await asyncio.wait_for(env.bookies.get(ensemble[idx]).fence(lid), env.read_timeout)
+            lac, _ = await within(env.bookies.get(ensemble[idx]).fence(lid), env.read_timeout)
         except (NoLedgerError, NoEntryError):
             lac = -1  # a valid negative answer: fenced, holds nothing of this ledger
         return idx, lac
@@ -170,7 +170,7 @@ async def _recovery_read(env: LedgerEnv, md: LedgerMetadata, entry_id: int) -> b
 
     async def one(addr: str) -> bytes | None:
         try:
-            packed = await asyncio.wait_for(env.bookies.get(addr).read(lid, entry_id), env.read_timeout)
+            packed = await within(env.bookies.get(addr).read(lid, entry_id), env.read_timeout)
         except (NoEntryError, NoLedgerError):
             return None
         unpack_entry(packed, lid, entry_id)
@@ -211,7 +211,7 @@ async def _recovery_add(
     targets = [ensemble[i] for i in write_set(entry_id, md.ensemble_size, md.write_quorum)]
 
     async def one(addr: str) -> None:
-        await asyncio.wait_for(
+        await within(
             env.bookies.get(addr).add(md.ledger_id, packed, recovery=True), env.add_timeout * 2
         )
 

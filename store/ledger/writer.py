@@ -36,6 +36,7 @@ from store.ledger.metrics import ENSEMBLE_CHANGES
 from store.ledger.placement import BookieInfo, available_bookies
 from store.ledger.quorum import write_set
 from store.retry import Backoff, Retry
+from store.tasks import within
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ class LedgerWriter:
         conns = [c for i, c in enumerate(self._conns) if not self._failed_mask & (1 << i)]
 
         async def one(conn: BookieConn) -> None:
-            await asyncio.wait_for(conn.write_lac(self.ledger_id, lac), self._env.add_timeout)
+            await within(conn.write_lac(self.ledger_id, lac), self._env.add_timeout)
 
         try:
             results = await asyncio.gather(*(one(c) for c in conns), return_exceptions=True)

@@ -36,6 +36,7 @@ from store.managed.errors import (
 from store.managed.position import Position
 from store.managed.rangeset import Range
 from store.meta.api import BadVersionError, NodeExistsError, NoNodeError
+from store.tasks import within
 
 if TYPE_CHECKING:
     from store.managed.config import LogConfig
@@ -412,7 +413,7 @@ class ManagedCursor:
         self._closed = True
         self._wake.set()
         with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.wait_for(self._task, 30)
+            await within(self._task, 30)
 
     async def close(self) -> None:
         """Clean close: store the whole state in the metadata node (if it fits) and drop the

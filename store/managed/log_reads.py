@@ -12,6 +12,7 @@ from store.managed.cache import EntryCache
 from store.managed.errors import ManagedLogError
 from store.managed.position import Entry, Position
 from store.managed.reader import DEFAULT_MAX_READ_BYTES, LogReader
+from store.tasks import within
 
 
 class LogReads(LogReader):
@@ -75,7 +76,7 @@ class LogReads(LogReader):
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._tail_waiters.append(fut)
             try:
-                await asyncio.wait_for(fut, remaining)
+                await within(fut, remaining)
             except TimeoutError:
                 return False
         return True

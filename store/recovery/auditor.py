@@ -14,7 +14,6 @@ rot, a wiped and re-formatted disk).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import random
@@ -30,6 +29,7 @@ from store.ledger.quorum import write_set
 from store.meta.api import MetaStore, NodeExistsError, NoNodeError
 from store.recovery import marks
 from store.recovery.metrics import RECOVERY_METRICS, UNDER_REPLICATED_LEDGERS
+from store.tasks import within
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ class Auditor:
                 break
         for eid in sorted(picks):
             try:
-                packed = await asyncio.wait_for(
+                packed = await within(
                     self.env.bookies.get(addr).read(md.ledger_id, eid), self.env.read_timeout
                 )
                 unpack_entry(packed, md.ledger_id, eid)

@@ -27,6 +27,7 @@ from store.ledger.fetch import bookie_lac
 from store.ledger.metadata import IN_RECOVERY, LedgerMetadata
 from store.ledger.placement import BookieInfo, available_bookies
 from store.ledger.quorum import write_set
+from store.tasks import within
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ async def _copy_fragment(env: LedgerEnv, md: LedgerMetadata, c: _Copy) -> tuple[
             sources = [c.ensemble[q] for q in ws if q not in c.targets] + [c.ensemble[q] for q in ws if q in c.refill]
             packed = await _read_valid(env, sources, lid, eid)
             for p in dests:
-                await asyncio.wait_for(
+                await within(
                     env.bookies.get(c.targets[p]).add(lid, packed, recovery=True), env.add_timeout * 2
                 )
                 counts[0] += 1
@@ -195,7 +196,7 @@ async def _copy_fragment(env: LedgerEnv, md: LedgerMetadata, c: _Copy) -> tuple[
 async def _has(env: LedgerEnv, addr: str, lid: int, eid: int) -> bool:
     """Whether the bookie holds a digest-valid copy of the entry."""
     try:
-        packed = await asyncio.wait_for(env.bookies.get(addr).read(lid, eid), env.read_timeout)
+        packed = await within(env.bookies.get(addr).read(lid, eid), env.read_timeout)
         unpack_entry(packed, lid, eid)
         return True
     except (NoEntryError, NoLedgerError, EntryDigestError):
@@ -208,7 +209,7 @@ async def _read_valid(env: LedgerEnv, sources: list[str], lid: int, eid: int) ->
     errors: list[BaseException] = []
     for addr in sources:
         try:
-            packed = await asyncio.wait_for(env.bookies.get(addr).read(lid, eid), env.read_timeout)
+            packed = await within(env.bookies.get(addr).read(lid, eid), env.read_timeout)
             unpack_entry(packed, lid, eid)  # verifies the digest: never spread a corrupt copy
             return bytes(packed)
         except _READ_ERRORS as e:

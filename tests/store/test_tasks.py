@@ -1,12 +1,15 @@
-"""store.tasks.cancel_and_wait: every task cancelled and awaited, a lone task refused."""
+"""store.tasks: cancel_and_wait (every task cancelled and awaited, a lone task refused) and within
+(a time limit that, cancelled, leaves no outcome unretrieved)."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+from typing import Any
 
 import pytest
 
-from store.tasks import cancel_and_wait
+from store.tasks import cancel_and_wait, within
 
 
 async def test_cancels_and_waits_for_every_task() -> None:
@@ -45,3 +48,47 @@ async def test_a_lone_task_is_refused_not_iterated() -> None:
         await cancel_and_wait(task)  # type: ignore[arg-type]
     await cancel_and_wait([task])
     assert task.cancelled()
+
+
+async def test_within_gives_the_result_or_cancels_at_its_limit() -> None:
+    assert await within(asyncio.sleep(0, "done"), 1.0) == "done"
+    assert await within(asyncio.sleep(0, "no limit"), None) == "no limit"
+    cancelled = asyncio.Event()
+
+    async def slow() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    with pytest.raises(TimeoutError):
+        await within(slow(), 0.01)
+    assert cancelled.is_set()
+
+
+async def test_within_cancelled_leaves_no_outcome_unretrieved() -> None:
+    # A bookie read cancelled as its connection is lost ends with the connection's error. 3.11's
+    # wait_for gave its caller CancelledError and left that error unretrieved in a task of its own.
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    started = asyncio.Event()
+
+    async def read() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise ConnectionResetError("connection to bookie lost") from None
+
+    caller = asyncio.ensure_future(within(read(), 60.0))
+    await started.wait()
+    caller.cancel()
+    with pytest.raises(ConnectionResetError, match="connection to bookie lost"):
+        await caller
+    del caller
+    for _ in range(3):
+        await asyncio.sleep(0)
+    gc.collect()
+    assert [c["message"] for c in reported] == []

@@ -136,7 +136,8 @@ class Quire:
 
     def __init__(self, meta_url: str, offload: OffloadSettings | None = None) -> None:
         self.meta_url = meta_url
-        self.meta: MetaStore = open_meta(meta_url)
+        # read-only: a task (under whatever priority Spark runs) never holds the store's write lock
+        self.meta: MetaStore = open_meta(meta_url, readonly=True)
         self.client: LedgerClient | None = None
         self.tier = LazyTier(offload) if offload is not None else None
 

@@ -88,7 +88,8 @@ class MetaStore(abc.ABC):
     @property
     @abc.abstractmethod
     def session_id(self) -> int:
-        """The current session's id (non-zero once started)."""
+        """The current session's id (non-zero once started; 0 for a read-only embedded store,
+        which opens none)."""
 
     @abc.abstractmethod
     def add_session_listener(self, listener: SessionListener) -> None:

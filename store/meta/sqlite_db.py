@@ -84,7 +84,11 @@ def now_ms() -> int:
 class MetaDb:
     """One SQLite connection; call every method from the same (executor) thread."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, *, readonly: bool = False) -> None:
+        """`readonly`: the store must exist already, and this connection never writes (nor
+        creates the schema)."""
+        if readonly and not os.path.exists(os.path.join(directory, DB_FILE)):
+            raise MetaError(f"no metadata store in {directory}")
         os.makedirs(directory, exist_ok=True)
         self._c = sqlite3.connect(
             os.path.join(directory, DB_FILE),
@@ -96,7 +100,8 @@ class MetaDb:
         self._c.execute("PRAGMA journal_mode=WAL")
         # Metadata (ledger state, cursors) must survive power loss, not only a process crash.
         self._c.execute("PRAGMA synchronous=FULL")
-        self._write(self._create_schema)
+        if not readonly:
+            self._write(self._create_schema)
 
     def close(self) -> None:
         self._c.close()

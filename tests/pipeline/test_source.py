@@ -7,8 +7,10 @@ checkpoint reads every record once. One Spark session (local[2]) for the whole m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import random
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from pipeline.logs import LedgerSpan, Quire, Slice  # noqa: E402
 from pipeline.options import meta_url  # noqa: E402
 from store.ledger.errors import NoSuchLedgerError  # noqa: E402
 from tests.gateway.test_offload_clients import admin  # noqa: E402
+from tests.support.embedded_meta import db_file  # noqa: E402
 from tests.support.gateway import StandaloneFactory, StandaloneGateway  # noqa: E402
 from tests.support.wait import eventually  # noqa: E402
 
@@ -128,6 +131,12 @@ def rolled(module_standalone: StandaloneGateway) -> tuple[str, list[Row]]:
     return str(module_standalone.data_dir), expected
 
 
+def sessions_opened(data_dir: str) -> int:
+    """How many sessions the standalone's embedded metadata store has ever opened."""
+    with contextlib.closing(sqlite3.connect(db_file(meta_url(data_dir)))) as c:
+        return int(c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'sessions'").fetchone()[0])
+
+
 def reader(spark: SparkSession, data_dir: str, **opts: str) -> Any:
     r = spark.read.format("quire").option("quire.meta", data_dir)
     for k, v in opts.items():
@@ -140,10 +149,14 @@ def test_batch_read_equals_kafka_consumer(spark: SparkSession, rolled: tuple[str
     assert len(expected) == 5 * 200
     state = asyncio.run(_spans(meta_url(data_dir), "rolled"))
     assert all(n >= 2 for n in state.values()), f"ledgers did not roll: {state}"
+    sessions = sessions_opened(data_dir)
     # one Spark partition per ledger when slices are smaller than a ledger
     df = reader(spark, data_dir, subscribe="rolled", includeHeaders="true", **{"quire.sliceBytes": "1"})
     assert df.rdd.getNumPartitions() == sum(state.values())
     assert spark_rows(df) == expected
+    # the driver and every task read the metadata store without a session: none of them ever
+    # held its write lock (see store/meta/embedded.py)
+    assert sessions_opened(data_dir) == sessions
     assert [f.name for f in df.schema] == ["key", "value", "topic", "partition", "offset", "timestamp",
                                            "timestampType", "headers"]
     plain = reader(spark, data_dir, subscribePattern="roll.*")

@@ -1,16 +1,19 @@
-"""Embedded (SQLite) store: durability, several processes on one directory, session expiry."""
+"""Embedded (SQLite) store: durability, several processes on one directory, session expiry, read-only
+clients."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from store.meta.api import EventType, SessionExpiredError, WatchEvent
+from store.meta.api import EventType, MetaError, SessionExpiredError, WatchEvent
 from store.meta.embedded import EmbeddedMetaStore, parse_embedded_url
 from store.meta.factory import open_meta
 from store.meta.paths import ancestors, parent_of, validate_path
@@ -155,3 +158,45 @@ async def test_stopped_process_loses_its_session(tmp_path: Path, spawn_child: Sp
         assert await child.ask("get /") == "ERR SessionExpiredError"
     finally:
         await m.close()
+
+
+async def test_a_read_only_store_reads_and_watches_without_a_session_or_the_write_lock(tmp_path: Path) -> None:
+    url = f"embedded://{tmp_path}/meta"
+    with pytest.raises(MetaError, match="no metadata store in"):
+        await open_meta(url, readonly=True).start()
+    writer = open_meta(url)
+    await writer.start()
+    reader = open_meta(url, readonly=True)
+    try:
+        await writer.create("/t/a", b"1", make_parents=True)
+        sessions = _sessions(url)
+        # Another process holds the write lock all along: a reader that needed it (a session
+        # opened, a heartbeat, the schema) would fail after the busy timeout instead.
+        lock = sqlite3.connect(db_file(url), isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            await reader.start()
+            assert reader.session_id == 0
+            assert (await reader.get("/t/a"))[0] == b"1"
+            assert await reader.children("/t") == ["a"]
+            with pytest.raises(MetaError, match="read-only"):
+                await reader.set("/t/a", b"2")
+            with pytest.raises(MetaError, match="read-only"):
+                await reader.create("/t/b", b"", ephemeral=True)
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        assert _sessions(url) == sessions == 1
+        events = Events()
+        assert await reader.exists("/t/a", watch=events) is not None
+        await writer.set("/t/a", b"3")  # another store's change reaches the reader's watch
+        assert await events.next() == WatchEvent(EventType.CHANGED, "/t/a")
+        assert (await reader.get("/t/a"))[0] == b"3"
+    finally:
+        await reader.close()
+        await writer.close()
+
+
+def _sessions(url: str) -> int:
+    with contextlib.closing(sqlite3.connect(db_file(url))) as c:
+        return int(c.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])

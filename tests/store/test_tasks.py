@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import asyncio
-import gc
-from typing import Any
 
 import pytest
 
 from store.tasks import cancel_and_wait, within
+from tests.support.loop_reports import LoopReports
 
 
 async def test_cancels_and_waits_for_every_task() -> None:
@@ -70,9 +69,7 @@ async def test_within_gives_the_result_or_cancels_at_its_limit() -> None:
 async def test_within_cancelled_leaves_no_outcome_unretrieved() -> None:
     # A bookie read cancelled as its connection is lost ends with the connection's error. 3.11's
     # wait_for gave its caller CancelledError and left that error unretrieved in a task of its own.
-    loop = asyncio.get_running_loop()
-    reported: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    reports = LoopReports()
     started = asyncio.Event()
 
     async def read() -> None:
@@ -88,7 +85,4 @@ async def test_within_cancelled_leaves_no_outcome_unretrieved() -> None:
     with pytest.raises(ConnectionResetError, match="connection to bookie lost"):
         await caller
     del caller
-    for _ in range(3):
-        await asyncio.sleep(0)
-    gc.collect()
-    assert [c["message"] for c in reported] == []
+    assert await reports.settled() == []

@@ -4,20 +4,17 @@ cancelled (its connection lost as the reader goes away) is not logged as never r
 from __future__ import annotations
 
 import asyncio
-import gc
-from typing import Any
 
 import pytest
 
 from store.bookie.errors import BookieUnavailableError
 from store.ledger.errors import LedgerReadError
 from store.ledger.fetch import first_success
+from tests.support.loop_reports import LoopReports
 
 
 async def test_a_loser_failing_as_it_is_cancelled_is_not_logged() -> None:
-    loop = asyncio.get_running_loop()
-    reported: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    reports = LoopReports()
     slow_started = asyncio.Event()
     slow_ended = asyncio.Event()
 
@@ -38,10 +35,7 @@ async def test_a_loser_failing_as_it_is_cancelled_is_not_logged() -> None:
     got = await first_success([slow, fast], speculative=0.0, attempt_timeout=60.0, what="entries")
     assert got == "fast"
     await slow_ended.wait()
-    for _ in range(3):  # the losing task's own callbacks run on the loop's next turns
-        await asyncio.sleep(0)
-    gc.collect()
-    assert [(c["message"], repr(c.get("future"))) for c in reported] == []
+    assert await reports.settled() == []
 
 
 async def test_every_replica_failing_still_raises() -> None:

@@ -5,6 +5,7 @@ their loads under."""
 from __future__ import annotations
 
 import os
+import resource
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,6 +90,25 @@ def damon_paged_out() -> int:
     return total
 
 
+
+def damon_pageout_running() -> bool:
+    """Whether a DAMON pageout scheme runs (see damon_paged_out): then the page cache nobody
+    touches never fills the memory."""
+    for kdamond in DAMON.glob("[0-9]*"):
+        try:
+            if (kdamond / "state").read_text().strip() != "on":
+                continue
+        except OSError:
+            continue
+        for scheme in kdamond.glob("contexts/*/schemes/*"):
+            try:
+                if (scheme / "action").read_text().strip() == "pageout":
+                    return True
+            except OSError:
+                continue
+    return False
+
+
 def kswapd_ticks() -> int:
     """CPU ticks (user and system) of the kernel's kswapd threads so far."""
     return sum(int(f[11]) + int(f[12]) for _, name, f in proc_stats() if name.startswith("kswapd"))
@@ -110,3 +130,20 @@ def idle_priority() -> None:
 
 def normal_priority() -> None:
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
+def realtime_permitted() -> bool:
+    """Whether this process may put threads under SCHED_RR (root, or an RLIMIT_RTPRIO above 0)."""
+    return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] > 0
+
+
+def set_realtime(pids: list[int], on: bool) -> None:
+    """Every thread of `pids` under SCHED_RR at the lowest real-time priority (on), or back under
+    SCHED_OTHER: a bench's control, never a way to run the servers."""
+    policy, param = (os.SCHED_RR, os.sched_param(1)) if on else (os.SCHED_OTHER, os.sched_param(0))
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                os.sched_setscheduler(int(task.name), policy, param)
+            except ProcessLookupError:
+                pass  # the thread ended meanwhile

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench._machine import PAGE, cpu_ticks, memory_stalls
+from bench._machine import PAGE, cpu_ticks, memory_stalls, set_realtime
 from bench.perf_tools import PERF_JVM_OPTS
 from compat_tests.support import kafka_dist
 
@@ -132,6 +132,28 @@ class BusyLoops:
 
     def cancel(self) -> None:
         pass
+
+
+class Realtime:
+    """A load run with every thread of the processes `pids()` names under SCHED_RR for its
+    window, back under SCHED_OTHER at its end: a control that shows how much of a producer's
+    latency under the load is its servers' threads waiting for a CPU. A waking real-time thread
+    goes at once to the CPU running the lowest class of work (here Spark's SCHED_IDLE), and one
+    left waiting is pushed there; a waking SCHED_OTHER thread can wait behind another on its
+    own CPU while the other runs SCHED_IDLE work."""
+
+    def __init__(self, inner: Load, pids: Callable[[], list[int]]) -> None:
+        self.inner, self.pids = inner, pids
+
+    def run(self, stop: threading.Event) -> float:
+        set_realtime(self.pids(), True)
+        try:
+            return self.inner.run(stop)
+        finally:
+            set_realtime(self.pids(), False)  # threads started in the window among them
+
+    def cancel(self) -> None:
+        self.inner.cancel()
 
 
 class _Runner:

@@ -8,8 +8,8 @@
 Each scan is a count and a hash aggregation over value length (one Spark job), after one scan of
 a small topic by the same path (Spark's first job of a kind pays for JIT, class loading and
 Python worker start; without it whichever path ran first looked slow); each path is scanned
-twice and the faster scan counts, as the machine may be shared. Both clusters run for the whole
-run, so every path sees the same background. Per path it prints the CPU seconds per GiB of
+twice and the faster scan counts, as the machine may be shared. Both clusters run through all the
+scans, so every path sees the same background. Per path it prints the CPU seconds per GiB of
 Spark (driver JVM and Python workers), of Quire (gateway and bookies) and of Kafka: where the
 time goes, and a measure less sensitive to other load than MB/s. The topics are filled with
 kafka-producer-perf-test.
@@ -61,9 +61,13 @@ quorum write. Each phase prints the share of the machine's CPU that was busy and
 stole during its windows (on this shared machine a neighbour took 20-35% at times), and the
 direct reclaims and compactions the kernel made processes do (stalls of milliseconds to
 hundreds). Before the producer starts, the bench fills the page cache (a scratch file of the
-free memory and 1 GiB more, --no-fill-memory to skip): the runs write about 25 GB of replicas,
+free memory and 1 GiB more, --no-fill-memory to skip): the comparison writes 50-60 GB of replicas,
 and without it the memory filled during the comparison (33 ms alone with 7.9 GiB free, 167 ms
-once the page cache reached the last 0.4 GiB). A producer whose write path alone keeps the
+once the page cache reached the last 0.4 GiB). Where a DAMON pageout scheme runs, as on this
+machine (it drops page cache nobody touched for a minute), the bench does not
+fill: the page cache never fills there, and DAMON dropping the filler's pages made the first
+rounds' windows spike in every phase (250-380 MiB paged out in each, p99s of 128-186 ms, one
+window alone 150 ms, in bench 25). A producer whose write path alone keeps the
 machine near 100% has no headroom for anything else, and its p99 then measures the machine
 (Quire's write path costs about the same per batch at any size, and with linger.ms=5 over 8
 partitions the client sends about 1,600 batches a second at 10 MB/s as at 20). The same
@@ -74,7 +78,19 @@ loop, 27 ms beside two and 38 ms during scans: the gap comes from Spark taking b
 from its reads (bookie-side reads at the idle I/O class left it where it was; 0.2 ms scheduler
 slices for Quire's threads took both p99s down a fifth, the ratio with them). The likely cause:
 a CPU that goes idle pulls over a task waiting behind another on the other CPU, and one kept
-busy by SCHED_IDLE work does not, so the task waits for its own CPU. The peer: the same
+busy by SCHED_IDLE work does not, so the task waits for its own CPU. The real-time controls
+test that: the same loads with every thread of Quire (gateway, bookies) under SCHED_RR for the
+window. A waking real-time thread goes at once to the CPU running the lowest class of work,
+and one left waiting is pushed there. On a quiet host (no steal) the producer's p99 was 10 ms
+alone, 20 ms beside two loops and 8 ms beside two loops with Quire under SCHED_RR; with only
+the gateway's threads or only the bookies' under it, 16 ms each (against 11 ms alone and 24 ms
+beside the loops in that run). Quire's write path (gateway loop, three bookie loops and journal
+threads) needs about a core at 20 MB/s, so its threads often wake together; with a CPU free the
+second one runs at once, with both CPUs held by Spark it queues. SCHED_RR is a control here, not
+a way to run Quire: a thread under it that does bulk work holds its CPU from everything at
+normal priority. With only the bookies' threads seen in fdatasync under it (journal writers,
+and likely the journal's preallocation, which writes whole files of zeros) one window's p99
+was 725 ms. This machine's kernel is built with PREEMPT_NONE and HZ=250. The peer: the same
 comparison on Apache Kafka, alone and during scans (c) of Kafka (the yardstick: what a full
 scan does on this machine to a broker written in Java). Last, `quire migrate` copies Kafka's
 topic into a fresh `quire standalone --bookies 3 --import-enable` (MB/s, and its tasks' time
@@ -84,10 +100,13 @@ the scan <= 1.5x alone.
 Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [spark] extra.
 Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
 producer_p99_ratio=<n> migrate_MBps=<n> bounded_p99_ratio=<n> busy_loops_p99_ratio=<n>
-one_busy_loop_p99_ratio=<n> producer_alone_cpu_busy_pct=<n> kafka_producer_p99_ratio=<n>`
+one_busy_loop_p99_ratio=<n> rr_p99_ratio=<n> rr_busy_loops_p99_ratio=<n>
+producer_alone_cpu_busy_pct=<n> kafka_producer_p99_ratio=<n>`
 (producer_p99_ratio: during unbounded scans; bounded_p99_ratio: during the bounded ones;
-busy_loops_p99_ratio and one_busy_loop_p99_ratio: the controls; producer_alone_cpu_busy_pct, how
-busy the machine's CPU was during the windows alone;
+busy_loops_p99_ratio and one_busy_loop_p99_ratio: the controls; rr_p99_ratio and
+rr_busy_loops_p99_ratio: the unbounded scans and the two loops with Quire's threads under
+SCHED_RR, nan where the bench may not use it (it needs root or an RLIMIT_RTPRIO);
+producer_alone_cpu_busy_pct, how busy the machine's CPU was during the windows alone;
 kafka_producer_p99_ratio, the peer's ratio during scans (c)).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--window-s 12]
@@ -109,8 +128,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._machine import free_gib, idle_priority, normal_priority, proc_stats
-from bench._phases import ALONE, BusyLoops, SparkScans, interleaved_p99
+from bench._bookies import process_tree
+from bench._machine import (
+    damon_pageout_running,
+    free_gib,
+    idle_priority,
+    normal_priority,
+    proc_stats,
+    realtime_permitted,
+)
+from bench._phases import ALONE, BusyLoops, Load, Realtime, SparkScans, interleaved_p99
 from bench.perf_tools import KAFKA_JVM_OPTS, create_topic, producer_perf
 from compat_tests.support import kafka_dist
 from compat_tests.support.apache_kafka import start_apache_kafka
@@ -118,6 +145,8 @@ from compat_tests.support.spark import connector_jars, connector_ready
 from tests.support.gateway import StandaloneGateway
 
 RECORD = 1024
+RR_SCANS = "direct scans, Quire under SCHED_RR"
+RR_LOOPS = "busy loops, Quire under SCHED_RR"
 WARM_RECORDS = 20_000  # a small topic each path scans once first: JVM, JIT and Python workers warm
 
 
@@ -287,7 +316,7 @@ def main() -> int:
                         .option("subscribe", topic).option("startingOffsets", "earliest").load())
 
     nan = float("nan")
-    ratio = bounded_ratio = cpu_ratio = one_cpu_ratio = alone_busy = kafka_ratio = nan
+    ratio = bounded_ratio = cpu_ratio = one_cpu_ratio = rr_ratio = rr_cpu_ratio = alone_busy = kafka_ratio = nan
     spark_pid = int(spark.sparkContext._gateway.jvm.java.lang.ProcessHandle.current().pid())
     with tempfile.TemporaryDirectory(prefix="spark-scan-") as tmp:
         gw = StandaloneGateway(Path(tmp) / "quire", bookies=3, log_level="WARNING").start()
@@ -313,24 +342,38 @@ def main() -> int:
                                   groups, kafka_df(kafka_bs, "warm"))
             create_topic(gw.bootstrap, "load", args.producer_partitions)
             bounded = args.scan_mbps_per_task * (1 << 20)
-            if args.fill_memory:
+            if args.fill_memory and damon_pageout_running():
+                # DAMON drops the filler's pages a minute after the fill, up to 128 MiB a second,
+                # for minutes: in bench 25 (and 26) the windows of the first rounds spiked in every
+                # phase (DAMON paging out 250-380 MiB in each), and the page cache never fills.
+                print("no page-cache fill: DAMON's pageout scheme keeps the page cache from filling here, "
+                      "and would spend the first rounds dropping the filler's pages", flush=True)
+            elif args.fill_memory:
                 gib = fill_page_cache(Path(tmp) / "page-cache-filler", FILL_BEYOND_GIB)
                 print(f"page cache filled with {gib:.1f} GiB of a scratch file: {free_gib():.1f} GiB free", flush=True)
 
             mb = records * RECORD / (1 << 20)
             print(f"producer at {args.producer_mbps} MB/s on Quire, {args.rounds} rounds of {args.window_s:.0f} s windows "
                   f"(the first {args.settle_s:.0f} s of each left out):", flush=True)
-            q = interleaved_p99(gw.bootstrap, args, RECORD, {
+            loads: dict[str, Load] = {
                 "direct scans": SparkScans(spark, lambda: scan(spark, quire_df(), records), mb),
                 "bounded direct scans": SparkScans(
                     spark, lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records), mb),
                 "busy loops": BusyLoops(2),
                 "one busy loop": BusyLoops(1),
-            })
+            }
+            if realtime_permitted():  # the controls with Quire's threads under SCHED_RR (module doc)
+                loads[RR_SCANS] = Realtime(SparkScans(spark, lambda: scan(spark, quire_df(), records), mb),
+                                           lambda: process_tree(gw.pid))
+                loads[RR_LOOPS] = Realtime(BusyLoops(2), lambda: process_tree(gw.pid))
+            else:
+                print("not permitted to use SCHED_RR (root or an RLIMIT_RTPRIO): the real-time controls are left out",
+                      flush=True)
+            q = interleaved_p99(gw.bootstrap, args, RECORD, loads)
             alone_p99 = q[ALONE]["p99_ms"]
-            ratio, bounded_ratio, cpu_ratio, one_cpu_ratio = (
-                q[k]["p99_ms"] / alone_p99 if alone_p99 > 0 else nan
-                for k in ("direct scans", "bounded direct scans", "busy loops", "one busy loop"))
+            ratio, bounded_ratio, cpu_ratio, one_cpu_ratio, rr_ratio, rr_cpu_ratio = (
+                q[k]["p99_ms"] / alone_p99 if alone_p99 > 0 and k in q else nan
+                for k in ("direct scans", "bounded direct scans", "busy loops", "one busy loop", RR_SCANS, RR_LOOPS))
             alone_busy = q[ALONE]["busy"]
             print(f"producer p99 alone {alone_p99} ms; during unbounded direct scans "
                   f"({q['direct scans']['load_mbps']:.0f} MB/s) {q['direct scans']['p99_ms']} ms (x{ratio:.2f}); "
@@ -339,6 +382,15 @@ def main() -> int:
                   f"(x{bounded_ratio:.2f}); during two busy loops under SCHED_IDLE that read nothing "
                   f"{q['busy loops']['p99_ms']} ms (x{cpu_ratio:.2f}); during one such loop, a CPU left to go idle, "
                   f"{q['one busy loop']['p99_ms']} ms (x{one_cpu_ratio:.2f})", flush=True)
+            if RR_SCANS in q:
+                print(f"with Quire's threads under SCHED_RR: during unbounded direct scans "
+                      f"({q[RR_SCANS]['load_mbps']:.0f} MB/s) {q[RR_SCANS]['p99_ms']} ms (x{rr_ratio:.2f}); "
+                      f"during two busy loops {q[RR_LOOPS]['p99_ms']} ms (x{rr_cpu_ratio:.2f})", flush=True)
+            # The comparison wrote about 20 MB/s x 3 replicas for its whole length (50-60 GB): the
+            # disk here holds that once, not twice, nor with the peer's and the migration's data
+            # beside it. Quire is done with once it is measured.
+            gw.stop(timeout=30.0)
+            shutil.rmtree(gw.data_dir, ignore_errors=True)
             # The peer: the same producer on Apache Kafka, alone and during Spark's Kafka source
             # scanning Kafka (c), Spark under the same policy: how far a full scan on this machine
             # moves a Kafka producer's p99, the yardstick for producer_p99_ratio.
@@ -354,7 +406,6 @@ def main() -> int:
             if alone_busy > 0.8:
                 print(f"the producer alone kept the machine's CPU {alone_busy:.0%} busy: with no headroom left, "
                       f"its p99 measures the machine more than the scan (try a lower --producer-mbps)", flush=True)
-            gw.stop(timeout=30.0)
             migrate = migrate_mbps(spark, kafka_bs, Path(tmp) / "migrated")
         finally:
             gw.stop(timeout=30.0)
@@ -365,6 +416,7 @@ def main() -> int:
     print(f"BENCH spark_scan direct_MBps={direct:.2f} via_gateway_MBps={via:.2f} kafka_MBps={kafka:.2f} "
           f"producer_p99_ratio={ratio:.2f} migrate_MBps={migrate:.2f} bounded_p99_ratio={bounded_ratio:.2f} "
           f"busy_loops_p99_ratio={cpu_ratio:.2f} one_busy_loop_p99_ratio={one_cpu_ratio:.2f} "
+          f"rr_p99_ratio={rr_ratio:.2f} rr_busy_loops_p99_ratio={rr_cpu_ratio:.2f} "
           f"producer_alone_cpu_busy_pct={alone_busy * 100:.0f} "
           f"kafka_producer_p99_ratio={kafka_ratio:.2f}")
     return 0

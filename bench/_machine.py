@@ -71,6 +71,16 @@ def processes_started() -> int:
 DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds")
 
 
+def _pageout_schemes(kdamond: Path) -> Iterator[Path]:
+    """The schemes of one kdamond whose action is pageout."""
+    for scheme in kdamond.glob("contexts/*/schemes/*"):
+        try:
+            if (scheme / "action").read_text().strip() == "pageout":
+                yield scheme
+        except OSError:
+            continue
+
+
 def damon_paged_out() -> int:
     """Bytes DAMON's pageout schemes have paged out so far (0 where none runs). A virtual machine
     may run one: this one pages out the page cache nobody touched for a minute, at up to 128 MiB
@@ -81,14 +91,12 @@ def damon_paged_out() -> int:
             (kdamond / "state").write_text("update_schemes_stats")  # the stats below are as of the last request
         except OSError:
             continue
-        for scheme in kdamond.glob("contexts/*/schemes/*"):
+        for scheme in _pageout_schemes(kdamond):
             try:
-                if (scheme / "action").read_text().strip() == "pageout":
-                    total += int((scheme / "stats/sz_applied").read_text())
+                total += int((scheme / "stats/sz_applied").read_text())
             except (OSError, ValueError):
                 continue
     return total
-
 
 
 def damon_pageout_running() -> bool:
@@ -100,12 +108,8 @@ def damon_pageout_running() -> bool:
                 continue
         except OSError:
             continue
-        for scheme in kdamond.glob("contexts/*/schemes/*"):
-            try:
-                if (scheme / "action").read_text().strip() == "pageout":
-                    return True
-            except OSError:
-                continue
+        if any(True for _ in _pageout_schemes(kdamond)):
+            return True
     return False
 
 

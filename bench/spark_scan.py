@@ -355,17 +355,23 @@ def main() -> int:
             mb = records * RECORD / (1 << 20)
             print(f"producer at {args.producer_mbps} MB/s on Quire, {args.rounds} rounds of {args.window_s:.0f} s windows "
                   f"(the first {args.settle_s:.0f} s of each left out):", flush=True)
+
+            def direct_scan() -> float:
+                return scan(spark, quire_df(), records)
+
             loads: dict[str, Load] = {
-                "direct scans": SparkScans(spark, lambda: scan(spark, quire_df(), records), mb),
+                "direct scans": SparkScans(spark, direct_scan, mb),
                 "bounded direct scans": SparkScans(
                     spark, lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records), mb),
                 "busy loops": BusyLoops(2),
                 "one busy loop": BusyLoops(1),
             }
             if realtime_permitted():  # the controls with Quire's threads under SCHED_RR (module doc)
-                loads[RR_SCANS] = Realtime(SparkScans(spark, lambda: scan(spark, quire_df(), records), mb),
-                                           lambda: process_tree(gw.pid))
-                loads[RR_LOOPS] = Realtime(BusyLoops(2), lambda: process_tree(gw.pid))
+                def quire_pids() -> list[int]:
+                    return process_tree(gw.pid)
+
+                loads[RR_SCANS] = Realtime(SparkScans(spark, direct_scan, mb), quire_pids)
+                loads[RR_LOOPS] = Realtime(BusyLoops(2), quire_pids)
             else:
                 print("not permitted to use SCHED_RR (root or an RLIMIT_RTPRIO): the real-time controls are left out",
                       flush=True)

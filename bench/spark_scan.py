@@ -52,7 +52,8 @@ more; --no-fill-memory to skip): the comparison writes 50-60 GB of replicas, and
 that fills during it slows the later windows. Not where a DAMON pageout scheme runs (it drops
 page cache untouched for a minute): there the cache never fills, and DAMON dropping the
 filler's pages made the first rounds spike in every phase. Quire's store is removed once Quire
-is measured (the disk need not hold it and the peer's). The peer: the same producer on Apache
+is measured (the disk need not hold it and the peer's), and the bench will not start without room
+for the rest at its peak (disk_needed_gib: 71 GiB with the defaults). The peer: the same producer on Apache
 Kafka, alone and during scans (c) of Kafka. Last, `quire migrate` copies Kafka's topic into a
 fresh `quire standalone --bookies 3 --import-enable` (MB/s, and its tasks' time fetching from
 Kafka and importing into Quire). Targets: direct >= kafka; producer p99 during the scan <= 1.5x
@@ -106,8 +107,10 @@ from compat_tests.support.spark import connector_jars, connector_ready
 from tests.support.gateway import StandaloneGateway
 
 RECORD = 1024
+LOADS = ("direct scans", "bounded direct scans", "busy loops", "one busy loop")  # the producer's loads
 RR_SCANS = "direct scans, Quire under SCHED_RR"
 RR_LOOPS = "busy loops, Quire under SCHED_RR"
+REALTIME = (RR_SCANS, RR_LOOPS)  # the real-time controls, where permitted
 WARM_RECORDS = 20_000  # a small topic each path scans once first: JVM, JIT and Python workers warm
 
 
@@ -116,6 +119,17 @@ def p99_ratio(q: dict[str, dict[str, Any]], phase: str, key: str = "window_p99_m
     p99s; "p99_ms": over all windows); nan for a phase left out."""
     alone = q[ALONE][key]
     return q[phase][key] / alone if alone > 0 and phase in q else float("nan")
+
+
+STOP_S = 2.0  # about what stopping a window's load adds to the window (a scan cancelled)
+
+
+def disk_needed_gib(args: argparse.Namespace, phases: int) -> float:
+    """The most the bench holds on disk at once: both stores' copies of the scanned topic, and
+    what the producer writes to Quire (3 replicas) over the warm-up and every window, plus 4 GiB
+    of room; the peer's comparison and the migration come after Quire's store is removed."""
+    seconds = args.producer_warmup_s + args.rounds * phases * (args.window_s + STOP_S)
+    return (4 * args.mb + 3 * args.producer_mbps * seconds) / 1024 + 4
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int) -> float:
@@ -262,6 +276,12 @@ def main() -> int:
         print("Spark's Kafka connector is missing: run compat_tests/install.sh", file=sys.stderr)
         return 2
     kafka_dist.ensure_installed()
+    phases = 1 + len(LOADS) + (len(REALTIME) if realtime_permitted() else 0)
+    need, free = disk_needed_gib(args, phases), shutil.disk_usage(tempfile.gettempdir()).free / (1 << 30)
+    if free < need:
+        print(f"the bench holds up to {need:.0f} GiB on disk at once and {tempfile.gettempdir()} has {free:.0f} GiB "
+              f"free: free some, or run fewer --rounds", file=sys.stderr)
+        return 2
     from pyspark.sql import SparkSession
 
     import pipeline
@@ -327,13 +347,13 @@ def main() -> int:
             def direct_scan() -> float:
                 return scan(spark, quire_df(), records)
 
-            loads: dict[str, Load] = {
-                "direct scans": SparkScans(spark, direct_scan, mb),
-                "bounded direct scans": SparkScans(
-                    spark, lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records), mb),
-                "busy loops": BusyLoops(2),
-                "one busy loop": BusyLoops(1),
-            }
+            loads: dict[str, Load] = dict(zip(LOADS, (
+                SparkScans(spark, direct_scan, mb),
+                SparkScans(spark, lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records),
+                           mb),
+                BusyLoops(2),
+                BusyLoops(1),
+            ), strict=True))
             if realtime_permitted():  # the controls with Quire's threads under SCHED_RR (module doc)
                 def quire_pids() -> list[int]:
                     return process_tree(gw.pid)
@@ -345,8 +365,7 @@ def main() -> int:
                       flush=True)
             q = interleaved_p99(gw.bootstrap, args, RECORD, loads)
             ratio, bounded_ratio, cpu_ratio, one_cpu_ratio, rr_ratio, rr_cpu_ratio = (
-                p99_ratio(q, k) for k in ("direct scans", "bounded direct scans", "busy loops", "one busy loop",
-                                          RR_SCANS, RR_LOOPS))
+                p99_ratio(q, k) for k in (*LOADS, *REALTIME))
             pooled_ratio = p99_ratio(q, "direct scans", "p99_ms")
             alone_busy = q[ALONE]["busy"]
 

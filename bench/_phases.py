@@ -113,7 +113,7 @@ class SparkScans:
 
 
 # Spins until its parent is gone (a bench killed before its finally: bench 28 ran every phase
-# beside two loops left over from a bench killed an hour before).
+# beside two loops left over from a bench killed just before it).
 _SPIN = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(100_000): pass"
 
 

@@ -53,11 +53,11 @@ that fills during it slows the later windows. Not where a DAMON pageout scheme r
 page cache untouched for a minute): there the cache never fills, and DAMON dropping the
 filler's pages made the first rounds spike in every phase. Quire's store is removed once Quire
 is measured (the disk need not hold it and the peer's), and the bench will not start without room
-for the rest at its peak (disk_needed_gib: 71 GiB with the defaults). The peer: the same producer on Apache
-Kafka, alone and during scans (c) of Kafka. Last, `quire migrate` copies Kafka's topic into a
-fresh `quire standalone --bookies 3 --import-enable` (MB/s, and its tasks' time fetching from
-Kafka and importing into Quire). Targets: direct >= kafka; producer p99 during the scan <= 1.5x
-alone.
+for the rest at its peak (disk_needed_gib: 71 GiB with the defaults, and the filler where it
+fills). The peer: the same producer on Apache Kafka, alone and during scans (c) of Kafka. Last,
+`quire migrate` copies Kafka's topic into a fresh `quire standalone --bookies 3 --import-enable`
+(MB/s, and its tasks' time fetching from Kafka and importing into Quire). Targets: direct >=
+kafka; producer p99 during the scan <= 1.5x alone.
 
 Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [spark] extra.
 Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
@@ -121,15 +121,23 @@ def p99_ratio(q: dict[str, dict[str, Any]], phase: str, key: str = "window_p99_m
     return q[phase][key] / alone if alone > 0 and phase in q else float("nan")
 
 
+FILL_BEYOND_GIB = 1.0  # fill_page_cache writes this much more than the free memory
 STOP_S = 2.0  # about what stopping a window's load adds to the window (a scan cancelled)
 
 
-def disk_needed_gib(args: argparse.Namespace, phases: int) -> float:
-    """The most the bench holds on disk at once: both stores' copies of the scanned topic, and
-    what the producer writes to Quire (3 replicas) over the warm-up and every window, plus 4 GiB
-    of room; the peer's comparison and the migration come after Quire's store is removed."""
+def disk_needed_gib(args: argparse.Namespace, phases: int, filler_gib: float) -> float:
+    """The most the bench holds on disk at once: both stores' copies of the scanned topic, the
+    page-cache filler (filler_gib: 0 when there is none), and what the producer writes to Quire
+    (3 replicas) over the warm-up and every window, plus 4 GiB of room; the peer's comparison and
+    the migration come after Quire's store is removed."""
     seconds = args.producer_warmup_s + args.rounds * phases * (args.window_s + STOP_S)
-    return (4 * args.mb + 3 * args.producer_mbps * seconds) / 1024 + 4
+    return (4 * args.mb + 3 * args.producer_mbps * seconds) / 1024 + filler_gib + 4
+
+
+def filler_gib(args: argparse.Namespace) -> float:
+    """At most what fill_page_cache will write: the free memory now (more than at the fill, after
+    Spark, Kafka and Quire start) and FILL_BEYOND_GIB; 0 where the bench fills nothing."""
+    return free_gib() + FILL_BEYOND_GIB if args.fill_memory and not damon_pageout_running() else 0.0
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int) -> float:
@@ -230,9 +238,6 @@ def fill_page_cache(path: Path, beyond_gib: float) -> float:
     return written / (1 << 30)
 
 
-FILL_BEYOND_GIB = 1.0  # fill_page_cache writes this much more than the free memory
-
-
 def migrate_mbps(spark: Any, kafka: str, data_dir: Path) -> float:
     """`quire migrate` of the scan topic from Kafka into a fresh standalone, MiB/s (printing the
     job's summary: records, task time fetching and importing)."""
@@ -277,10 +282,12 @@ def main() -> int:
         return 2
     kafka_dist.ensure_installed()
     phases = 1 + len(LOADS) + (len(REALTIME) if realtime_permitted() else 0)
-    need, free = disk_needed_gib(args, phases), shutil.disk_usage(tempfile.gettempdir()).free / (1 << 30)
+    filler = filler_gib(args)
+    need, free = disk_needed_gib(args, phases, filler), shutil.disk_usage(tempfile.gettempdir()).free / (1 << 30)
     if free < need:
-        print(f"the bench holds up to {need:.0f} GiB on disk at once and {tempfile.gettempdir()} has {free:.0f} GiB "
-              f"free: free some, or run fewer --rounds", file=sys.stderr)
+        with_filler = f" (with a {filler:.0f} GiB page-cache filler: see --no-fill-memory)" if filler else ""
+        print(f"the bench holds up to {need:.0f} GiB on disk at once{with_filler} and {tempfile.gettempdir()} has "
+              f"{free:.0f} GiB free: free some, or run fewer --rounds", file=sys.stderr)
         return 2
     from pyspark.sql import SparkSession
 

@@ -119,6 +119,7 @@ def run_bookie(
     rack: str | None,
     no_fsync: bool = False,
     journal_batch_wait: float | None = None,
+    journal_loop_sync_max: float | None = None,
     background_read_threads: int | None = None,
     background_read_nice: int | None = None,
     flush_interval: float | None = None,
@@ -142,6 +143,8 @@ def run_bookie(
         )
     if journal_batch_wait is not None:
         config.journal_batch_wait = journal_batch_wait
+    if journal_loop_sync_max is not None:
+        config.journal_loop_sync_max = max(0.0, journal_loop_sync_max)
     if background_read_threads is not None:
         config.background_read_threads = max(1, background_read_threads)
     if background_read_nice is not None:
@@ -186,6 +189,7 @@ def main(args: argparse.Namespace) -> int:
         rack=r.get_value("broker.rack"),
         no_fsync=not r.get_value("quire.bookie.fsync"),
         journal_batch_wait=r.get_value("quire.bookie.journal.batch.wait.s"),
+        journal_loop_sync_max=r.get_value("quire.bookie.journal.loop.sync.max.s"),
         background_read_threads=r.get_value("quire.bookie.background.read.threads"),
         background_read_nice=r.get_value("quire.bookie.background.read.nice"),
         flush_interval=r.get_value("quire.bookie.flush.interval.s"),

@@ -362,6 +362,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("quire.bookie.journal.batch.wait.s", float, _BOOKIE.journal_batch_wait,
             "seconds an add that follows another may wait to share its journal write and fdatasync (0: none)", B,
             flag="--journal-batch-wait", described=False),
+    Setting("quire.bookie.journal.loop.sync.max.s", float, _BOOKIE.journal_loop_sync_max,
+            "seconds a journal group commit (write and fdatasync) may take and the next still run on the "
+            "bookie's event loop; a slower one sends them to a writer thread for a while, so a slow "
+            "disk holds up the adds, not the reads (0: always the thread)", B,
+            flag="--journal-loop-sync-max", described=False),
     Setting("quire.bookie.background.read.threads", int, _BOOKIE.background_read_threads,
             "threads sending bulk range reads (a scan's, flagged background) with sendfile", B,
             flag="--background-read-threads", described=False),

@@ -45,6 +45,9 @@ class BookieConfig:
     # BookKeeper's journalMaxGroupWaitMSec: 2 ms; 0 writes each batch as soon as the loop is idle
     journal_batch_wait: float = 0.002
     journal_sync: bool = True  # False: ack adds before fdatasync (UNSAFE, benchmarks only)
+    # Group commits up to this long run on the event loop, slower ones send them to a thread
+    # (journal.py's module doc); 0: always on the thread.
+    journal_loop_sync_max: float = jr.DEFAULT_LOOP_SYNC_MAX
     background_read_threads: int = 2  # threads sending the READ_RANGEs flagged FLAG_BACKGROUND
     # Their nice level (0: the bookie's own). Not lowered by default: see background_reads.py.
     background_read_nice: int = 0
@@ -66,6 +69,7 @@ class Bookie:
             max_file_size=self.config.journal_file_size,
             max_batch_wait=self.config.journal_batch_wait,
             sync=self.config.journal_sync,
+            loop_sync_max=self.config.journal_loop_sync_max,
         )
         if not self.config.journal_sync:
             log.warning(

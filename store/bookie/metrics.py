@@ -1,5 +1,5 @@
 """The bookie process's Prometheus metrics: its journal's group commits (records and bytes per
-batch, fdatasync latency; observed once per batch, on the journal's writer thread) and its
+batch, fdatasync latency, where each ran; observed once per batch) and its
 background range reads (background_reads.py).
 Client-side metrics (latency per bookie) are in store/metrics.py.
 
@@ -23,7 +23,12 @@ JOURNAL_FDATASYNC_SECONDS = Histogram(
     "quire_bookie_journal_fdatasync_seconds", "Latency of the journal's fdatasync (one per group commit)",
     buckets=LATENCY_BUCKETS, registry=None,
 )
-JOURNAL_METRICS = LazyMetrics(JOURNAL_BATCH_RECORDS, JOURNAL_BATCH_BYTES, JOURNAL_FDATASYNC_SECONDS)
+JOURNAL_COMMITS = Counter(
+    "quire_bookie_journal_commits", "Journal group commits, by where they ran: on the event loop, or on the "
+    "writer thread (after a commit slower than quire.bookie.journal.loop.sync.max.s)", ["on"], registry=None,
+)
+_ON_LOOP, _ON_THREAD = JOURNAL_COMMITS.labels("loop"), JOURNAL_COMMITS.labels("thread")
+JOURNAL_METRICS = LazyMetrics(JOURNAL_BATCH_RECORDS, JOURNAL_BATCH_BYTES, JOURNAL_FDATASYNC_SECONDS, JOURNAL_COMMITS)
 BACKGROUND_READ_BYTES = Counter(
     "quire_bookie_background_read_bytes", "Bytes of READ_RANGE responses sent by the low-priority background "
     "read threads (sendfile from the entry logs)", registry=None,
@@ -37,3 +42,8 @@ def journal_batch(records: int, nbytes: int, fdatasync_s: float | None) -> None:
     JOURNAL_BATCH_BYTES.observe(nbytes)
     if fdatasync_s is not None:
         JOURNAL_FDATASYNC_SECONDS.observe(fdatasync_s)
+
+
+def journal_commit(on_loop: bool) -> None:
+    """One group commit started, on the event loop or through the writer thread."""
+    (_ON_LOOP if on_loop else _ON_THREAD).inc()

@@ -103,6 +103,11 @@ def test_gateway_and_bookie_metrics_move_with_traffic(gw: tuple[StandaloneGatewa
         for i in range(BOOKIES):
             b = scrape(port + 1 + i)
             assert value(b, "quire_bookie_journal_fdatasync_seconds_count") > 0
+            # Each commit counted where it ran (counted as it starts): the first always on the loop.
+            on_loop = value(b, "quire_bookie_journal_commits_total", on="loop")
+            assert on_loop >= 1
+            assert on_loop + value(b, "quire_bookie_journal_commits_total", on="thread") >= value(
+                b, "quire_bookie_journal_batch_records_count")
             assert value(b, "quire_gc_pause_seconds_count", generation="2") >= 1
             assert not any(n.startswith(("quire_entry_cache", "quire_ledger", "kafka_")) for n, _ in b)
             assert value(b, "quire_bookie_journal_batch_records_sum") >= value(

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from store.bookie import journal as jr
 from store.bookie.entry import pack_entry
@@ -96,14 +97,14 @@ def _journal_threads() -> set[threading.Thread]:
 
 async def test_the_writer_thread_ends_with_its_journal_closed_or_dropped(tmp_path: Path) -> None:
     before = _journal_threads()
-    closed = jr.Journal(tmp_path / "closed")
+    closed = jr.Journal(tmp_path / "closed", loop_sync_max=0)  # 0: every commit on the thread
     closed.open(after_file_id=-1)
     await closed.append(jr.REC_FENCE, struct.pack(">q", 1))
     (writer,) = _journal_threads() - before
     await closed.close()
     assert not writer.is_alive()  # close() joins it
 
-    dropped = jr.Journal(tmp_path / "dropped")
+    dropped = jr.Journal(tmp_path / "dropped", loop_sync_max=0)
     dropped.open(after_file_id=-1)
     await dropped.append(jr.REC_FENCE, struct.pack(">q", 1))
     (writer,) = _journal_threads() - before
@@ -111,6 +112,76 @@ async def test_the_writer_thread_ends_with_its_journal_closed_or_dropped(tmp_pat
     gc.collect()
     writer.join(timeout=10)
     assert not writer.is_alive()
+
+
+def _syncs_by_thread(monkeypatch: pytest.MonkeyPatch, slow: set[int]) -> list[tuple[int, str]]:
+    """Patches the journal's fdatasync to record (call number, thread name) and to take 50 ms
+    on the calls numbered in `slow`."""
+    calls: list[tuple[int, str]] = []
+    real = os.fdatasync
+    stall = threading.Event()
+
+    def sync(fd: int) -> None:
+        n = len(calls)
+        calls.append((n, threading.current_thread().name))
+        if n in slow:
+            stall.wait(0.05)  # a slow disk (nothing sets the event)
+        real(fd)
+
+    monkeypatch.setattr(jr.os, "fdatasync", sync)
+    return calls
+
+
+def _commits(on: str) -> float:
+    value = REGISTRY.get_sample_value("quire_bookie_journal_commits_total", {"on": on})
+    assert value is not None
+    return value
+
+
+async def test_quick_commits_run_on_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _journal_threads()
+    j = jr.Journal(tmp_path)
+    j.open(after_file_id=-1)
+    calls = _syncs_by_thread(monkeypatch, slow=set())
+    loop_commits = _commits("loop")
+    for i in range(5):
+        await asyncio.gather(*(j.append(jr.REC_FENCE, struct.pack(">q", i * 10 + k)) for k in range(10)))
+    main = threading.current_thread().name
+    assert [name for _, name in calls] == [main] * 5  # one commit per round, each on the loop's thread
+    assert _journal_threads() == before  # no writer thread started
+    assert _commits("loop") == loop_commits + 5
+    await j.close()
+    assert len(_collect(tmp_path)) == 50
+
+
+async def test_a_slow_commit_sends_the_next_ones_to_the_writer_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    j = jr.Journal(tmp_path, loop_sync_max=0.01)
+    j.open(after_file_id=-1)
+    calls = _syncs_by_thread(monkeypatch, slow={1, 2})
+    thread_commits = _commits("thread")
+    main = threading.current_thread().name
+    await j.append(jr.REC_FENCE, struct.pack(">q", 0))  # quick, on the loop
+    await j.append(jr.REC_FENCE, struct.pack(">q", 1))  # slow, on the loop
+    assert [name for _, name in calls] == [main, main]
+    # The next commit goes through the writer thread, and the loop serves while its disk is slow.
+    fut = j.append(jr.REC_FENCE, struct.pack(">q", 2))
+    ticks = 0
+    while not fut.done():
+        ticks += 1
+        await asyncio.sleep(0)
+    assert calls[2] == (2, "journal")
+    assert ticks > 1  # the loop went round while the thread synced
+    await j.append(jr.REC_FENCE, struct.pack(">q", 3))  # quick, still within the spell: the thread
+    assert calls[3] == (3, "journal")
+    # Once the spell is over (as if THREAD_SPELL_S had passed), commits come back to the loop.
+    j._thread_until = float("-inf")
+    await j.append(jr.REC_FENCE, struct.pack(">q", 4))
+    assert calls[4] == (4, main)
+    assert _commits("thread") == thread_commits + 2
+    await j.close()
+    assert [struct.unpack(">q", p)[0] for _, p in _collect(tmp_path)] == [0, 1, 2, 3, 4]
 
 
 async def test_torn_and_corrupt_tails_are_truncated(tmp_path: Path) -> None:

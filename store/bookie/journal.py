@@ -21,8 +21,8 @@ arrive during a commit wait in the socket buffers and are read, together, into t
 they would queue behind a thread's commit; a thread instead keeps the loop serving reads while
 the disk syncs. But each commit through a thread costs two hand-offs between threads (a queue,
 then back by call_soon_threadsafe), each a wake-up and a pass of the GIL: at 20 MB/s of adds
-on 2 vCPUs, commits on the loop took the bookies' context switches from about 8,000 to 5,200 a
-second and their CPU by a sixth. A commit slower than loop_sync_max (a slow or busy disk)
+on 2 vCPUs, commits on the loop took the bookies' voluntary context switches from about 8,000
+to 5,200 a second, their involuntary ones from about 1,500 to 500, and their CPU by a sixth. A commit slower than loop_sync_max (a slow or busy disk)
 sends the commits to the thread for THREAD_SPELL_S (and as long as they stay slow there): a
 disk that slows down holds the loop up for one commit, and after that only the adds, not the
 bookie's reads. loop_sync_max 0 always uses the thread.
@@ -383,12 +383,7 @@ def _write_loop(ref: weakref.ref[Journal], batches: queue.SimpleQueue[_Batch | N
         if journal is None:
             return
         batch, waiters = item
-        mark: JournalMark | None = None
-        exc: BaseException | None = None
-        try:
-            mark = journal._write_batch(batch)
-        except BaseException as e:  # a failed write fails the journal, on the loop
-            exc = e
+        mark, exc = journal._try_write(batch)
         try:
             loop.call_soon_threadsafe(journal._written, mark, exc, waiters)
         except RuntimeError:  # the loop is closed: nobody waits any more
@@ -567,14 +562,8 @@ class Journal:
         self._writing = True
         assert self._loop is not None
         if self.loop_sync_max > 0 and self._loop.time() >= self._thread_until:
-            mark: JournalMark | None = None
-            exc: BaseException | None = None
-            try:
-                mark = self._write_batch(batch)
-            except BaseException as e:  # as on the thread: a failed write fails the journal
-                exc = e
             journal_commit(on_loop=True)
-            self._written(mark, exc, waiters)
+            self._written(*self._try_write(batch), waiters)
             return
         journal_commit(on_loop=False)
         if self._writer is None:
@@ -584,6 +573,14 @@ class Journal:
             weakref.finalize(self, self._batches.put, None)
             self._writer.start()
         self._batches.put((batch, waiters))
+
+    def _try_write(self, batch: list[tuple[int, bytes | memoryview]]) -> tuple[JournalMark | None, BaseException | None]:
+        """One group commit, on the loop or the writer thread: its mark, or why it failed (a failed
+        write fails the journal, in _written, on the loop)."""
+        try:
+            return self._write_batch(batch), None
+        except BaseException as e:
+            return None, e
 
     def _write_batch(self, batch: list[tuple[int, bytes | memoryview]]) -> JournalMark:
         if self._offset >= self._roll_at:

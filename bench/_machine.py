@@ -143,7 +143,8 @@ def realtime_permitted() -> bool:
 
 def set_realtime(pids: list[int], on: bool) -> None:
     """Every thread of `pids` under SCHED_RR at the lowest real-time priority (on), or back under
-    SCHED_OTHER: a bench's control, never a way to run the servers."""
+    SCHED_OTHER: a bench's control, switched per window; quire.realtime.priority=1 runs the
+    servers so from their start."""
     policy, param = (os.SCHED_RR, os.sched_param(1)) if on else (os.SCHED_OTHER, os.sched_param(0))
     for pid in pids:
         for task in Path(f"/proc/{pid}/task").glob("*"):

@@ -43,7 +43,8 @@ their reads); one such loop (a CPU left free to go idle); and, where the bench m
 waits for a CPU from one slowed by the scans' work: a waking real-time thread goes at once to
 the CPU running the lowest class of work, and one left waiting is pushed there, where a
 waiting normal thread stays behind the one on its CPU while the other CPU runs SCHED_IDLE work.
-SCHED_RR is a control, not a way to run Quire (README, "Spark").
+Switched per window here, SCHED_RR is what quire.realtime.priority=1 (off by default) gives the
+servers from their start (quire/realtime.py; README, "Spark").
 
 The producer's topic has --producer-partitions partitions (8, like the scanned one: on one, the
 client's 16 KiB batches, at most 5 in flight, cap it at 5 x 16 KiB per fsynced quorum write).

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from quire.realtime import apply_realtime
 from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.client import BookiePool
 from store.bookie.disk import DiskConfig, DiskMonitor, disk_usage_of
@@ -180,6 +181,7 @@ def main(args: argparse.Namespace) -> int:
                            f"{r.get_value('quire.bookie.host')}:{r.get_value('quire.bookie.port')}",
                            r.get_value("quire.meta"))
     metrics = st.metrics(r)
+    apply_realtime(r.get_value("quire.realtime.priority"))  # before any thread starts: they inherit it
     return run_bookie(
         data_dir=r.get_value("quire.data.dir"),
         journal_dir=r.get_value("quire.bookie.journal.dir"),

@@ -10,6 +10,7 @@ from coordinator.share.config import ShareConfig
 from coordinator.txn.config import TxnConfig
 from gateway.config import CleanerSettings, GatewayConfig
 from quire import settings as st
+from quire.realtime import apply_realtime
 from store.heap import settle_heap
 from store.metrics import start_metrics
 from store.tasks import run_async
@@ -82,6 +83,7 @@ def main(args: argparse.Namespace) -> int:
     if not r.get_value("quire.meta"):
         raise st.SettingsError("quire gateway needs a metadata store: --meta zk://host:port/chroot (or quire.meta)")
     config = build_config(r, st.GATEWAY)
+    apply_realtime(r.get_value("quire.realtime.priority"))  # before any thread starts: they inherit it
     start_metrics(st.metrics(r))
     run_async(app.run_gateway(config, on_ready=lambda _server: settle_heap()))
     return 0

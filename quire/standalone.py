@@ -36,6 +36,7 @@ from gateway.config import GatewayConfig
 from gateway.server import GatewayServer
 from quire import settings as st
 from quire.gateway import build_config
+from quire.realtime import apply_realtime
 from store import layout
 from store.heap import settle_heap
 from store.meta.api import MetaStore
@@ -236,9 +237,9 @@ def bookie_metrics(address: tuple[str, int] | None, bookies: int) -> list[str]:
 
 
 def ready_line(config: GatewayConfig, port: int, base: Path, bookies: int, metrics: str | None,
-               bookie_ports: list[str] | None = None) -> str:
+               bookie_ports: list[str] | None = None, realtime: int = 0) -> str:
     """The one line printed when the standalone serves (metrics: the gateway's metrics URL, and
-    the ports of its bookies')."""
+    the ports of its bookies'; realtime: the SCHED_RR priority its threads run at, 0 for none)."""
     e, wq, aq = config.ensemble_size, config.write_quorum, config.ack_quorum
     line = (f"quire standalone ready: {config.listen_host}:{port}, data {base}, "
             f"{bookies} bookie{'s' if bookies != 1 else ''} (E/WQ/AQ {e}/{wq}/{aq})")
@@ -246,6 +247,8 @@ def ready_line(config: GatewayConfig, port: int, base: Path, bookies: int, metri
         line += f", metrics {metrics}"
         if bookie_ports:
             line += f" (bookies on ports {', '.join(bookie_ports)})"
+    if realtime:
+        line += f", real-time priority {realtime}"
     return line
 
 
@@ -295,6 +298,7 @@ def main(args: argparse.Namespace) -> int:
         r["listeners"] = st.Value(f"{args.host or host}:{args.port if args.port is not None else port}", "flag")
     if r.get_value("quire.bookies") < 1:
         raise st.SettingsError("quire.bookies (--bookies) must be at least 1")
+    realtime = apply_realtime(r.get_value("quire.realtime.priority"))  # before any thread starts: they inherit it
     host, port = st.hostport(r.get_value("listeners"), "listeners (--listen)")
     metrics = st.metrics(r)
     base = Path(r.get_value("quire.data.dir")).resolve()
@@ -315,7 +319,8 @@ def main(args: argparse.Namespace) -> int:
         nonlocal ready
         ready = True
         print(ready_line(server.config, server.port, base, r.get_value("quire.bookies"), metrics_url,
-                         bookie_ports if metrics and metrics[1] else None), file=sys.stderr, flush=True)
+                         bookie_ports if metrics and metrics[1] else None,
+                         r.get_value("quire.realtime.priority") if realtime else 0), file=sys.stderr, flush=True)
         settle_heap()
 
     try:

@@ -15,17 +15,18 @@ CPU goes with the number of syncs more than with their size), and one after a qu
 written at once. Files roll at a
 size; files wholly before the ledger storage's checkpoint mark are deleted.
 
-Where a group commit runs: on the event loop itself while commits are quick (up to
-loop_sync_max each), else on a writer thread of the journal's own. On the loop, the adds that
-arrive during a commit wait in the socket buffers and are read, together, into the next one, as
-they would queue behind a thread's commit; a thread instead keeps the loop serving reads while
-the disk syncs. But each commit through a thread costs two hand-offs between threads (a queue,
-then back by call_soon_threadsafe), each a wake-up and a pass of the GIL: at 20 MB/s of adds
-on 2 vCPUs, commits on the loop took the bookies' voluntary context switches from about 8,000
-to 5,200 a second, their involuntary ones from about 1,500 to 500, and their CPU by a sixth. A commit slower than loop_sync_max (a slow or busy disk)
-sends the commits to the thread for THREAD_SPELL_S (and as long as they stay slow there): a
-disk that slows down holds the loop up for one commit, and after that only the adds, not the
-bookie's reads. loop_sync_max 0 always uses the thread.
+Where a group commit runs: on the event loop itself while commits are quick (up to loop_sync_max
+each), else on a writer thread of the journal's own. On the loop, the adds that arrive during a
+commit wait in the socket buffers and are read, together, into the next one, as they would queue
+behind a thread's commit; a thread instead keeps the loop serving reads while the disk syncs.
+But each commit through a thread costs two hand-offs between threads (a queue, then back by
+call_soon_threadsafe), each a wake-up and a pass of the GIL: at 20 MB/s of adds on 2 vCPUs,
+commits on the loop took the bookies' voluntary context switches from about 8,000 to 5,200 a
+second, their involuntary ones from about 1,500 to 500, and their CPU by a sixth. A commit
+slower than loop_sync_max (a slow or busy disk) sends the commits to the thread for
+THREAD_SPELL_S (and as long as they stay slow there): a disk that slows down holds the loop up
+for one commit, and after that only the adds, not the bookie's reads. loop_sync_max 0 always
+uses the thread.
 
 Preallocation (BookKeeper's journal preallocation, taken further): a thread fills the next file
 with zeros ahead of time, and a roll renames it into place. Appends then overwrite blocks that are

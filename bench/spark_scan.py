@@ -55,7 +55,9 @@ page cache untouched for a minute): there the cache never fills, and DAMON dropp
 filler's pages made the first rounds spike in every phase. Quire's store is removed once Quire
 is measured (the disk need not hold it and the peer's), and the bench will not start without room
 for the rest at its peak (disk_needed_gib: 71 GiB with the defaults, and the filler where it
-fills). The peer: the same producer on Apache Kafka, alone and during scans (c) of Kafka. Last,
+fills). The peer: the same producer on Apache Kafka, alone, during scans (c) of Kafka, and beside
+the same two SCHED_IDLE busy loops (what the busy-loop control does to a broker on this machine
+that does not fdatasync per produce). Last,
 `quire migrate` copies Kafka's topic into a fresh `quire standalone --bookies 3 --import-enable`
 (MB/s, and its tasks' time fetching from Kafka and importing into Quire). Targets: direct >=
 kafka; producer p99 during the scan <= 1.5x alone.
@@ -64,13 +66,14 @@ Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [s
 Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
 producer_p99_ratio=<n> migrate_MBps=<n> producer_pooled_p99_ratio=<n> bounded_p99_ratio=<n>
 busy_loops_p99_ratio=<n> one_busy_loop_p99_ratio=<n> rr_p99_ratio=<n> rr_busy_loops_p99_ratio=<n>
-producer_alone_cpu_busy_pct=<n> kafka_producer_p99_ratio=<n>`
+producer_alone_cpu_busy_pct=<n> kafka_producer_p99_ratio=<n> kafka_busy_loops_p99_ratio=<n>`
 (producer_p99_ratio: during unbounded scans, medians of the windows' p99s;
 producer_pooled_p99_ratio: the same over all windows; bounded_p99_ratio: during the bounded
 scans; busy_loops_p99_ratio and one_busy_loop_p99_ratio: the controls; rr_p99_ratio and
 rr_busy_loops_p99_ratio: the real-time controls, nan where left out;
 producer_alone_cpu_busy_pct, how busy the machine's CPU was during the windows alone;
-kafka_producer_p99_ratio, the peer's ratio during scans (c)).
+kafka_producer_p99_ratio and kafka_busy_loops_p99_ratio, the peer's ratios during scans (c) and
+beside the two busy loops).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--window-s 12]
        [--rounds 10] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
@@ -312,7 +315,7 @@ def main() -> int:
                         .option("subscribe", topic).option("startingOffsets", "earliest").load())
 
     nan = float("nan")
-    ratio = pooled_ratio = bounded_ratio = cpu_ratio = one_cpu_ratio = rr_ratio = rr_cpu_ratio = alone_busy = kafka_ratio = nan
+    ratio = pooled_ratio = bounded_ratio = cpu_ratio = one_cpu_ratio = rr_ratio = rr_cpu_ratio = alone_busy = kafka_ratio = kafka_cpu_ratio = nan
     spark_pid = int(spark.sparkContext._gateway.jvm.java.lang.ProcessHandle.current().pid())
     with tempfile.TemporaryDirectory(prefix="spark-scan-") as tmp:
         gw = StandaloneGateway(Path(tmp) / "quire", bookies=3, log_level="WARNING").start()
@@ -402,12 +405,15 @@ def main() -> int:
             create_topic(kafka_bs, "load", args.producer_partitions)
             print("the same producer on Apache Kafka:", flush=True)
             k = interleaved_p99(kafka_bs, args, RECORD, {
-                "Kafka source scans": SparkScans(spark, lambda: scan(spark, kafka_df(kafka_bs), records), mb)})
-            kafka_ratio = p99_ratio(k, "Kafka source scans")
+                "Kafka source scans": SparkScans(spark, lambda: scan(spark, kafka_df(kafka_bs), records), mb),
+                "busy loops": BusyLoops(2)})
+            kafka_ratio, kafka_cpu_ratio = p99_ratio(k, "Kafka source scans"), p99_ratio(k, "busy loops")
             print(f"Apache Kafka: producer p99, the median of the windows', alone {k[ALONE]['window_p99_ms']} ms; "
                   f"during Spark Kafka source scans of it ({k['Kafka source scans']['load_mbps']:.0f} MB/s) "
                   f"{k['Kafka source scans']['window_p99_ms']} ms (x{kafka_ratio:.2f}; over all windows "
-                  f"x{p99_ratio(k, 'Kafka source scans', 'p99_ms'):.2f})", flush=True)
+                  f"x{p99_ratio(k, 'Kafka source scans', 'p99_ms'):.2f}); during two busy loops under SCHED_IDLE "
+                  f"{k['busy loops']['window_p99_ms']} ms (x{kafka_cpu_ratio:.2f}; Quire's: x{cpu_ratio:.2f})",
+                  flush=True)
             if alone_busy > 0.8:
                 print(f"the producer alone kept the machine's CPU {alone_busy:.0%} busy: with no headroom left, "
                       f"its p99 measures the machine more than the scan (try a lower --producer-mbps)", flush=True)
@@ -424,7 +430,7 @@ def main() -> int:
           f"busy_loops_p99_ratio={cpu_ratio:.2f} one_busy_loop_p99_ratio={one_cpu_ratio:.2f} "
           f"rr_p99_ratio={rr_ratio:.2f} rr_busy_loops_p99_ratio={rr_cpu_ratio:.2f} "
           f"producer_alone_cpu_busy_pct={alone_busy * 100:.0f} "
-          f"kafka_producer_p99_ratio={kafka_ratio:.2f}")
+          f"kafka_producer_p99_ratio={kafka_ratio:.2f} kafka_busy_loops_p99_ratio={kafka_cpu_ratio:.2f}")
     return 0
 
 

@@ -191,6 +191,19 @@ class _Runner:
         return self.mib
 
 
+def add_window_args(ap: argparse.ArgumentParser, rounds: int) -> None:
+    """The options interleaved_p99 reads: the producer's rate and the windows' shape."""
+    ap.add_argument("--producer-mbps", type=float, default=20.0)
+    ap.add_argument("--window-s", type=float, default=12.0,
+                    help="seconds of each phase window (alone, or under one load)")
+    ap.add_argument("--rounds", type=int, default=rounds,
+                    help="rounds of windows (alone, then under each load), each rotated one phase on")
+    ap.add_argument("--settle-s", type=float, default=3.0,
+                    help="seconds at the start of each window whose records count to no phase")
+    ap.add_argument("--producer-warmup-s", type=float, default=30.0,
+                    help="seconds the producer runs before the first window (its JVM's JIT compiling)")
+
+
 def interleaved_p99(bootstrap: str, args: argparse.Namespace, record: int,
                     loads: dict[str, Load]) -> dict[str, dict[str, Any]]:
     """The producer's latency alone and during each load, in one run of PhasedProducer: after

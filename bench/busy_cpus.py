@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._phases import ALONE, BusyLoops, interleaved_p99
+from bench._phases import ALONE, BusyLoops, add_window_args, interleaved_p99
 from bench.perf_tools import apache_kafka, create_topic
 from tests.support.gateway import StandaloneGateway
 
@@ -67,11 +67,7 @@ SYSTEMS = {
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--producer-mbps", type=float, default=20.0)
-    ap.add_argument("--window-s", type=float, default=12.0)
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--settle-s", type=float, default=3.0)
-    ap.add_argument("--producer-warmup-s", type=float, default=30.0)
+    add_window_args(ap, rounds=6)
     ap.add_argument("--partitions", type=int, default=8)
     args = ap.parse_args()
     alone: dict[str, float] = {}

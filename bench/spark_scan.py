@@ -103,7 +103,7 @@ from bench._machine import (
     proc_stats,
     realtime_permitted,
 )
-from bench._phases import ALONE, BusyLoops, Load, Realtime, SparkScans, interleaved_p99
+from bench._phases import ALONE, BusyLoops, Load, Realtime, SparkScans, add_window_args, interleaved_p99
 from bench.perf_tools import KAFKA_JVM_OPTS, create_topic, producer_perf
 from compat_tests.support import kafka_dist
 from compat_tests.support.apache_kafka import start_apache_kafka
@@ -264,15 +264,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=2048, help="topic size, MiB")
     ap.add_argument("--partitions", type=int, default=8)
-    ap.add_argument("--producer-mbps", type=float, default=20.0)
-    ap.add_argument("--window-s", type=float, default=12.0,
-                    help="seconds of each phase window (alone, or under one load)")
-    ap.add_argument("--rounds", type=int, default=10,
-                    help="rounds of windows (alone, then under each load), each rotated one phase on")
-    ap.add_argument("--settle-s", type=float, default=3.0,
-                    help="seconds at the start of each window whose records count to no phase")
-    ap.add_argument("--producer-warmup-s", type=float, default=30.0,
-                    help="seconds the producer runs before the first window (its JVM's JIT compiling)")
+    add_window_args(ap, rounds=10)
     ap.add_argument("--producer-partitions", type=int, default=8,
                     help="partitions of the producer's topic (one: its 16 KiB batches, 5 in flight, cap it at "
                          "5 x 16 KiB per fsynced quorum write's latency)")

@@ -24,7 +24,7 @@ kafka_alone_p99_ms=<n> quire_1_bookie_alone_p99_ms=<n> quire_3_bookies_alone_p99
 quire_3_nofsync_alone_p99_ms=<n>`.
 
 Usage: python3 bench/busy_cpus.py [--producer-mbps 20] [--window-s 12] [--rounds 6]
-       [--settle-s 3] [--producer-warmup-s 30] [--partitions 8]
+       [--settle-s 3] [--producer-warmup-s 30] [--max-stolen 0.05] [--partitions 8]
 """
 
 from __future__ import annotations

@@ -274,10 +274,11 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace, record: int,
         ph["window_p99_ms"] = statistics.median(w["p99_ms"] for w in mine)
         # The same over the windows in which the host stole little: its stealing is not the
         # load's doing, and a burst of it on the windows alone makes a load look cheap.
-        clean = [w["p99_ms"] for w, s in zip(mine, stolen_in[name]) if s <= args.max_stolen]
+        with_stolen = list(zip(mine, stolen_in[name]))  # each window with the CPU the host stole in it
+        clean = [w["p99_ms"] for w, s in with_stolen if s <= args.max_stolen]
         ph["clean_windows"] = len(clean)
         ph["steal_free_p99_ms"] = statistics.median(clean) if len(clean) >= MIN_CLEAN else float("nan")
-        per_window = ", ".join(f"{w['p99_ms']} ({s:.0%})" for w, s in zip(mine, stolen_in[name]))
+        per_window = ", ".join(f"{w['p99_ms']} ({s:.0%})" for w, s in with_stolen)
         reclaims, compactions, stolen_pages, read_kib, ticks, _, damon = stalls[name]
         seconds, hz = runs[name][1], os.sysconf("SC_CLK_TCK")
         print(f"  {name}: p99 {ph['p99_ms']} ms over {ph['records']} records, median of the windows' p99s "

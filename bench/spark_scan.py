@@ -77,8 +77,8 @@ windows' p99s; producer_pooled_p99_ratio: the same over all windows;
 producer_steal_free_p99_ratio: the same medians over only the windows in which the host stole
 at most --max-stolen (5%) of the CPU, nan with fewer than three such windows on a side;
 bounded_p99_ratio: during the bounded scans; busy_loops_p99_ratio and one_busy_loop_p99_ratio:
-the controls; rr_p99_ratio and
-rr_busy_loops_p99_ratio: the real-time controls, nan where left out;
+the controls; rr_p99_ratio and rr_busy_loops_p99_ratio: the real-time controls, nan where left
+out;
 producer_alone_cpu_busy_pct, how busy the machine's CPU was during the windows alone;
 kafka_producer_p99_ratio and kafka_busy_loops_p99_ratio, the peer's ratios during scans (c) and
 beside the two busy loops; kafka_steal_free_p99_ratio, its ratio during scans over the windows

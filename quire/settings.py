@@ -367,9 +367,9 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds an add that follows another may wait to share its journal write and fdatasync (0: none)", B,
             flag="--journal-batch-wait", described=False),
     Setting("quire.bookie.journal.loop.sync.max.s", float, _BOOKIE.journal_loop_sync_max,
-            "seconds a journal group commit (write and fdatasync) may take and the next still run on the "
-            "bookie's event loop; a slower one sends them to a writer thread for a while, so a slow "
-            "disk holds up the adds, not the reads (0: always the thread)", B,
+            "seconds the bookie's recent journal group commits (write and fdatasync) may take on average "
+            "and the next still run on its event loop; slower sends them to a writer thread for a while, "
+            "so a slow disk holds up the adds, not the reads (0: always the thread)", B,
             flag="--journal-loop-sync-max", described=False),
     Setting("quire.bookie.background.read.threads", int, _BOOKIE.background_read_threads,
             "threads sending bulk range reads (a scan's, flagged background) with sendfile", B,

@@ -15,18 +15,25 @@ CPU goes with the number of syncs more than with their size), and one after a qu
 written at once. Files roll at a
 size; files wholly before the ledger storage's checkpoint mark are deleted.
 
-Where a group commit runs: on the event loop itself while commits are quick (up to loop_sync_max
-each), else on a writer thread of the journal's own. On the loop, the adds that arrive during a
+Where a group commit runs: on the event loop itself while commits are quick (a mean of the recent
+ones up to loop_sync_max), else on a writer thread of the journal's own. On the loop, the adds that arrive during a
 commit wait in the socket buffers and are read, together, into the next one, as they would queue
 behind a thread's commit; a thread instead keeps the loop serving reads while the disk syncs.
 But each commit through a thread costs two hand-offs between threads (a queue, then back by
 call_soon_threadsafe), each a wake-up and a pass of the GIL: at 20 MB/s of adds on 2 vCPUs,
 commits on the loop took the bookies' voluntary context switches from about 8,000 to 5,200 a
-second, their involuntary ones from about 1,500 to 500, and their CPU by a sixth. A commit
-slower than loop_sync_max (a slow or busy disk) sends the commits to the thread for
-THREAD_SPELL_S (and as long as they stay slow there): a disk that slows down holds the loop up
-for one commit, and after that only the adds, not the bookie's reads. loop_sync_max 0 always
-uses the thread.
+second, their involuntary ones from about 1,500 to 500, and their CPU by a sixth. When the mean
+of the loop's recent commits (weighted, SLOW_MEAN_WEIGHT to the newest: about the last ten)
+passes loop_sync_max, a slow or busy disk, the commits go to the thread for THREAD_SPELL_S, then
+come back to the loop and are timed afresh: a disk that slows down holds the loop up for a few
+commits every spell, and in between only the adds, not the bookie's reads. Only commits on the
+loop are timed. One on the thread also waits for the GIL after its write and its fdatasync, so
+on a busy CPU it looks slow whatever the disk; when its time extended the spell, a bookie that
+once met a slow commit (a hiccup of the host's disk) kept its commits on the thread for good,
+with the two hand-offs each, and most so when the CPUs were busiest. A single outlier no longer
+moves the commits either (one 30 ms commit among 1 ms ones leaves the mean under 4 ms), where a
+stall ten times loop_sync_max does at once.
+loop_sync_max 0 always uses the thread.
 
 Preallocation (BookKeeper's journal preallocation, taken further): a thread fills the next file
 with zeros ahead of time, and a roll renames it into place. Appends then overwrite blocks that are
@@ -95,7 +102,8 @@ _Batch = tuple[list[tuple[int, bytes | memoryview]], list[_Waiter]]
 _SPARE = "journal-next.prealloc"  # the next file, being filled with zeros (not a journal file yet)
 _SLOW_SYNC = 1.0  # log write+fdatasync slower than this (an overloaded or failing disk)
 DEFAULT_LOOP_SYNC_MAX = 0.01  # group commits up to this long run on the event loop (module doc)
-THREAD_SPELL_S = 10.0  # after a slower one, commits go through the writer thread this long
+THREAD_SPELL_S = 10.0  # once the loop's commits are slow, they go through the writer thread this long
+SLOW_MEAN_WEIGHT = 0.1  # the newest loop commit's weight in their running mean (module doc)
 
 
 @dataclass(frozen=True, order=True)
@@ -409,8 +417,8 @@ class Journal:
     ) -> None:
         """direct_io: group commits with O_DIRECT where the file system takes it (preallocating
         journals only: they write whole, aligned pages; see the module doc). loop_sync_max:
-        seconds a group commit may take and the next still run on the event loop (0: every
-        commit on the writer thread; see the module doc)."""
+        seconds the loop's recent group commits may take on average and the next still run on
+        the event loop (0: every commit on the writer thread; see the module doc)."""
         self.directory = Path(directory)
         # False: acknowledge after write(2) without fdatasync. Unsafe, for benchmarks only.
         self.sync = sync
@@ -436,6 +444,7 @@ class Journal:
         self.loop_sync_max = loop_sync_max
         self._thread_until = float("-inf")  # loop time until which commits go to the thread
         self._took = 0.0  # the last commit's write+fdatasync, seconds (set by whichever thread wrote it)
+        self._loop_mean = 0.0  # running mean of the loop's commits' write+fdatasync, seconds
         # Commits off the loop go to one writer thread of the journal's own, through a SimpleQueue,
         # and come back by call_soon_threadsafe: an executor's future per commit, chained to an
         # asyncio future, cost a bookie's loop about a tenth of its CPU under a steady stream of adds.
@@ -564,7 +573,9 @@ class Journal:
         assert self._loop is not None
         if self.loop_sync_max > 0 and self._loop.time() >= self._thread_until:
             journal_commit(on_loop=True)
-            self._written(*self._try_write(batch), waiters)
+            mark, exc = self._try_write(batch)
+            self._timed_on_loop(self._took)
+            self._written(mark, exc, waiters)
             return
         journal_commit(on_loop=False)
         if self._writer is None:
@@ -656,14 +667,18 @@ class Journal:
             os.posix_fadvise(self._fd, self._cached_from, upto - self._cached_from, os.POSIX_FADV_DONTNEED)
             self._cached_from = upto
 
+    def _timed_on_loop(self, took: float) -> None:
+        """A commit on the loop took `took` seconds: past loop_sync_max on average, the next
+        ones go through the writer thread for a spell, and are timed afresh after it."""
+        self._loop_mean += SLOW_MEAN_WEIGHT * (took - self._loop_mean)
+        if self._loop_mean > self.loop_sync_max and self._loop is not None:
+            log.info("journal group commits took %.1f ms on average: they go through the writer thread for %.0f s",
+                     self._loop_mean * 1000, THREAD_SPELL_S)
+            self._thread_until = self._loop.time() + THREAD_SPELL_S
+            self._loop_mean = 0.0
+
     def _written(self, mark: JournalMark | None, exc: BaseException | None, waiters: list[_Waiter]) -> None:
         self._writing = False
-        if self.loop_sync_max > 0 and self._took > self.loop_sync_max and self._loop is not None:
-            now = self._loop.time()
-            if now >= self._thread_until:
-                log.info("journal group commit took %.1f ms: commits go through the writer thread for %.0f s",
-                         self._took * 1000, THREAD_SPELL_S)
-            self._thread_until = now + THREAD_SPELL_S
         if exc is not None:
             log.error("journal write failed: %s", exc)
             self._failed = exc

@@ -25,7 +25,8 @@ JOURNAL_FDATASYNC_SECONDS = Histogram(
 )
 JOURNAL_COMMITS = Counter(
     "quire_bookie_journal_commits", "Journal group commits, by where they ran: on the event loop, or on the "
-    "writer thread (after a commit slower than quire.bookie.journal.loop.sync.max.s)", ["on"], registry=None,
+    "writer thread (for a spell after the loop's recent commits took longer than quire.bookie.journal.loop.sync.max.s "
+    "on average)", ["on"], registry=None,
 )
 _ON_LOOP, _ON_THREAD = JOURNAL_COMMITS.labels("loop"), JOURNAL_COMMITS.labels("thread")
 JOURNAL_METRICS = LazyMetrics(JOURNAL_BATCH_RECORDS, JOURNAL_BATCH_BYTES, JOURNAL_FDATASYNC_SECONDS, JOURNAL_COMMITS)

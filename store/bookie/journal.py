@@ -15,25 +15,25 @@ CPU goes with the number of syncs more than with their size), and one after a qu
 written at once. Files roll at a
 size; files wholly before the ledger storage's checkpoint mark are deleted.
 
-Where a group commit runs: on the event loop itself while commits are quick (a mean of the recent
-ones up to loop_sync_max), else on a writer thread of the journal's own. On the loop, the adds that arrive during a
-commit wait in the socket buffers and are read, together, into the next one, as they would queue
-behind a thread's commit; a thread instead keeps the loop serving reads while the disk syncs.
-But each commit through a thread costs two hand-offs between threads (a queue, then back by
-call_soon_threadsafe), each a wake-up and a pass of the GIL: at 20 MB/s of adds on 2 vCPUs,
-commits on the loop took the bookies' voluntary context switches from about 8,000 to 5,200 a
-second, their involuntary ones from about 1,500 to 500, and their CPU by a sixth. When the mean
-of the loop's recent commits (weighted, SLOW_MEAN_WEIGHT to the newest: about the last ten)
-passes loop_sync_max, a slow or busy disk, the commits go to the thread for THREAD_SPELL_S, then
-come back to the loop and are timed afresh: a disk that slows down holds the loop up for a few
-commits every spell, and in between only the adds, not the bookie's reads. Only commits on the
-loop are timed. One on the thread also waits for the GIL after its write and its fdatasync, so
-on a busy CPU it looks slow whatever the disk; when its time extended the spell, a bookie that
-once met a slow commit (a hiccup of the host's disk) kept its commits on the thread for good,
-with the two hand-offs each, and most so when the CPUs were busiest. A single outlier no longer
-moves the commits either (one 30 ms commit among 1 ms ones leaves the mean under 4 ms), where a
-stall ten times loop_sync_max does at once.
-loop_sync_max 0 always uses the thread.
+Where a group commit runs: on the event loop itself while commits are quick (a mean of the
+recent ones up to loop_sync_max), else on a writer thread of the journal's own. On the loop, the
+adds that arrive during a commit wait in the socket buffers and are read, together, into the
+next one, as they would queue behind a thread's commit; a thread instead keeps the loop serving
+reads while the disk syncs. But each commit through a thread costs two hand-offs between threads
+(a queue, then back by call_soon_threadsafe), each a wake-up and a pass of the GIL: at 20 MB/s
+of adds on 2 vCPUs, commits on the loop took the bookies' voluntary context switches from about
+8,000 to 5,200 a second, their involuntary ones from about 1,500 to 500, and their CPU by a
+sixth. When the mean of the loop's recent commits (weighted, SLOW_MEAN_WEIGHT to the newest:
+about the last ten) passes loop_sync_max, a slow or busy disk, the commits go to the thread for
+THREAD_SPELL_S, then come back to the loop and are timed afresh: a disk that slows down holds
+the loop up for a few commits every spell, and in between only the adds, not the bookie's reads.
+Only commits on the loop are timed. One on the thread also waits for the GIL after its write and
+its fdatasync, so on a busy CPU it looks slow whatever the disk; when its time extended the
+spell, a bookie that once met a slow commit (a hiccup of the host's disk) kept its commits on
+the thread for good, with the two hand-offs each, and most so when the CPUs were busiest. A
+single outlier no longer moves the commits either (one 30 ms commit among 1 ms ones leaves the
+mean under 4 ms), where a stall ten times loop_sync_max does at once. loop_sync_max 0 always
+uses the thread.
 
 Preallocation (BookKeeper's journal preallocation, taken further): a thread fills the next file
 with zeros ahead of time, and a roll renames it into place. Appends then overwrite blocks that are

@@ -123,6 +123,7 @@ def run_bookie(
     journal_loop_sync_max: float | None = None,
     background_read_threads: int | None = None,
     background_read_nice: int | None = None,
+    background_read_ahead: int | None = None,
     flush_interval: float | None = None,
     write_cache_mb: float | None = None,
     metrics: tuple[str, int] | None = None,
@@ -150,6 +151,8 @@ def run_bookie(
         config.background_read_threads = max(1, background_read_threads)
     if background_read_nice is not None:
         config.background_read_nice = background_read_nice
+    if background_read_ahead is not None:
+        config.background_read_ahead = max(0, background_read_ahead)
     if flush_interval is not None:
         config.storage.flush_interval = flush_interval
     if write_cache_mb is not None:
@@ -194,6 +197,7 @@ def main(args: argparse.Namespace) -> int:
         journal_loop_sync_max=r.get_value("quire.bookie.journal.loop.sync.max.s"),
         background_read_threads=r.get_value("quire.bookie.background.read.threads"),
         background_read_nice=r.get_value("quire.bookie.background.read.nice"),
+        background_read_ahead=r.get_value("quire.bookie.background.read.ahead.bytes"),
         flush_interval=r.get_value("quire.bookie.flush.interval.s"),
         write_cache_mb=r.get_value("quire.bookie.write.cache.mb"),
         metrics=metrics,

@@ -378,6 +378,11 @@ SETTINGS: tuple[Setting, ...] = (
             "nice level of those threads (0: the bookie's own; a lower priority makes the bookie's "
             "loop wait for them through the GIL)", B,
             flag="--background-read-nice", described=False),
+    Setting("quire.bookie.background.read.ahead.bytes", int, _BOOKIE.background_read_ahead,
+            "bytes those threads read ahead a chunk, with the kernel's read-ahead off for the logs "
+            "they send from, so a scan's reads queue little ahead of the journal's writes on a shared "
+            "disk (0: the kernel's read-ahead)", B,
+            flag="--background-read-ahead-bytes", described=False),
     Setting("quire.bookie.flush.interval.s", float, _BOOKIE.storage.flush_interval,
             "seconds between checkpoints", B, flag="--flush-interval", described=False),
     Setting("quire.bookie.write.cache.mb", float, _BOOKIE.storage.write_cache_bytes / (1 << 20),

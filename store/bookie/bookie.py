@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from store.bookie import journal as jr
+from store.bookie.background_reads import DEFAULT_READ_AHEAD
 from store.bookie.entry import EntryDigestError, peek_ids, unpack_entry
 from store.bookie.entry_log import FileSpan
 from store.bookie.errors import (
@@ -51,6 +52,8 @@ class BookieConfig:
     background_read_threads: int = 2  # threads sending the READ_RANGEs flagged FLAG_BACKGROUND
     # Their nice level (0: the bookie's own). Not lowered by default: see background_reads.py.
     background_read_nice: int = 0
+    # Bytes they read ahead a chunk, with the kernel's read-ahead off (0: the kernel's).
+    background_read_ahead: int = DEFAULT_READ_AHEAD
 
 
 class Bookie:
@@ -191,12 +194,12 @@ class Bookie:
         return await self.storage.read_range_prefixed(ledger_id, first, last, max_bytes)
 
     def range_pieces(
-        self, ledger_id: int, first: int, last: int, max_bytes: int
+        self, ledger_id: int, first: int, last: int, max_bytes: int, scan: bool = False
     ) -> tuple[list[Buffer | FileSpan], list[int]]:
         """READ_RANGE's response body with the entries on disk as entry-log spans to sendfile;
         the caller releases the logs afterwards (LedgerStorage.range_pieces)."""
         _check_range(first, last)
-        return self.storage.range_pieces(ledger_id, first, last, max_bytes)
+        return self.storage.range_pieces(ledger_id, first, last, max_bytes, scan)
 
     def read_lac(self, ledger_id: int) -> tuple[int, int]:
         info = self.storage.info(ledger_id)

@@ -64,7 +64,7 @@ class EntryLogs:
         self._direct = False  # the current log is written with O_DIRECT
         self._tail = b""  # O_DIRECT: the bytes of the last partial page written so far
         self._buf: DirectBuffer | None = None
-        self._rfds: dict[int, int] = {}
+        self._rfds: dict[tuple[int, bool], int] = {}  # (log id, for scans) -> read fd
         self._inflight: dict[int, int] = {}
         self._doomed: set[int] = set()  # deleted logs whose read fd closes after in-flight reads
 
@@ -203,12 +203,24 @@ class EntryLogs:
 
     # -- reader side (fds managed on the loop) --
 
-    def acquire(self, log_id: int) -> int:
-        fd = self._rfds.get(log_id)
+    def acquire(self, log_id: int, scan: bool = False) -> int:
+        """A read fd of the log, held until release. scan: a second fd of the log with the
+        kernel's read-ahead off (POSIX_FADV_RANDOM, which holds for that open file only), for
+        background sends that read ahead themselves, a bounded amount (background_reads.py)."""
+        fd = self._rfds.get((log_id, scan))
         if fd is None:
-            fd = self._rfds[log_id] = os.open(self.path(log_id), os.O_RDONLY)
+            fd = os.open(self.path(log_id), os.O_RDONLY)
+            if scan and hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            self._rfds[log_id, scan] = fd
         self._inflight[log_id] = self._inflight.get(log_id, 0) + 1
         return fd
+
+    def _close_fds(self, log_id: int) -> None:
+        for scan in (False, True):
+            fd = self._rfds.pop((log_id, scan), None)
+            if fd is not None:
+                os.close(fd)
 
     def release(self, log_id: int) -> None:
         left = self._inflight[log_id] - 1
@@ -218,9 +230,7 @@ class EntryLogs:
         del self._inflight[log_id]
         if log_id in self._doomed:
             self._doomed.discard(log_id)
-            fd = self._rfds.pop(log_id, None)
-            if fd is not None:
-                os.close(fd)
+            self._close_fds(log_id)
 
     def delete(self, log_id: int) -> None:
         """Unlink a log; a read fd stays open until reads in flight on it finish."""
@@ -230,9 +240,7 @@ class EntryLogs:
         if self._inflight.get(log_id):
             self._doomed.add(log_id)
         else:
-            fd = self._rfds.pop(log_id, None)
-            if fd is not None:
-                os.close(fd)
+            self._close_fds(log_id)
 
 
 def read_run(fd: int, offset: int, length: int) -> bytes:

@@ -231,7 +231,8 @@ class BookieConnection(BackpressuredProtocol):
             self._flush()  # what was answered before goes before
             if t.get_write_buffer_size():
                 return False
-            pieces, logs = self.bookie.range_pieces(lid, first, last, max_bytes)
+            scan = self._background.read_ahead > 0  # the sender reads ahead itself
+            pieces, logs = self.bookie.range_pieces(lid, first, last, max_bytes, scan)
             try:
                 if not any(isinstance(x, tuple) for x in pieces):
                     self._ok(op, rid, *cast(list[Buffer], pieces))
@@ -313,7 +314,8 @@ class BookieServer:
         self.max_frame = max_frame
         self.conns: set[BookieConnection] = set()
         cfg = bookie.config
-        self.background = BackgroundReaders(cfg.background_read_threads, cfg.background_read_nice)
+        self.background = BackgroundReaders(cfg.background_read_threads, cfg.background_read_nice,
+                                            cfg.background_read_ahead)
         self._server: asyncio.Server | None = None
 
     @property

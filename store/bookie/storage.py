@@ -248,7 +248,7 @@ class LedgerStorage:
         return pieces  # type: ignore[return-value]
 
     def range_pieces(
-        self, ledger_id: int, first: int, last: int, max_bytes: int
+        self, ledger_id: int, first: int, last: int, max_bytes: int, scan: bool = False
     ) -> tuple[list[Buffer | FileSpan], list[int]]:
         """READ_RANGE's response body for the entries read_range returns, each prefixed by its
         length (u32, big-endian): buffers for cached entries, and for each run of entries
@@ -256,7 +256,8 @@ class LedgerStorage:
         all, since that is the logs' record format: a scan costs no slice, prefix or buffer
         per entry. Returns (pieces, the logs whose fds the spans hold): the caller sends or
         reads the spans, then hands those logs to release_logs. Its entries do not go into
-        the read cache, where a scan would only displace what tailing readers share."""
+        the read cache, where a scan would only displace what tailing readers share. scan: the
+        spans are of the logs' fds without the kernel's read-ahead (EntryLogs.acquire)."""
         out, disk = self._plan(ledger_id, first, last, max_bytes)
         runs = _runs(disk)
         pieces: list[Buffer | FileSpan] = []
@@ -270,7 +271,7 @@ class LedgerStorage:
                     pos += 1
                 else:
                     run = runs[r]
-                    fd = self.logs.acquire(run.log_id)
+                    fd = self.logs.acquire(run.log_id, scan)
                     logs.append(run.log_id)
                     pieces.append((fd, run.start - LEN.size, run.end - run.start + LEN.size))
                     pos += len(run.parts)

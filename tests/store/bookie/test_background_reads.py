@@ -172,3 +172,64 @@ async def test_background_threads_nice(tmp_path: Path, nice: int | None) -> None
         assert [n for n in new.values() if n != own] == ([] if nice is None or nice == own else [nice])
     finally:
         await stop_server(server)
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="read-ahead through posix_fadvise")
+@pytest.mark.parametrize("read_ahead", [8192, 0])
+async def test_background_sends_read_ahead_a_bounded_amount(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            read_ahead: int) -> None:
+    """Each span goes out in chunks of quire.bookie.background.read.ahead.bytes, the kernel
+    asked for the next ones while fewer than two lie ahead of the send, from an fd of the log
+    with the kernel's read-ahead off; 0 leaves it all to the kernel, on the log's plain fd."""
+    events: list[tuple[str, int, int, int]] = []  # (call, fd, offset, length or advice), in call order
+    fadvise, sendfile = os.posix_fadvise, os.sendfile
+
+    def recording_fadvise(fd: int, offset: int, length: int, advice: int) -> None:
+        events.append(("fadvise", fd, offset, length if advice == os.POSIX_FADV_WILLNEED else -advice))
+        fadvise(fd, offset, length, advice)
+
+    def recording_sendfile(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        n = sendfile(out_fd, in_fd, offset, count)
+        events.append(("sendfile", in_fd, offset or 0, n))
+        return n
+
+    monkeypatch.setattr(os, "posix_fadvise", recording_fadvise)
+    monkeypatch.setattr(os, "sendfile", recording_sendfile)
+    server = await start_server(tmp_path, threads=1, background_read_ahead=read_ahead)
+    try:
+        plain = BookieClient(server.address)
+        bulk = BookieClient(server.address, background_reads=True)
+        try:
+            entries = await add_all(plain, 9, [bytes([i % 251]) * (3000 + 17 * i) for i in range(100)])
+            await server.bookie.storage.flush()
+            assert [bytes(e) for e in await plain.read_range(9, 0, 99)] == entries  # the plain fd
+            assert [bytes(e) for e in await bulk.read_range(9, 0, 99)] == entries
+            fds = server.bookie.storage.logs._rfds  # (log id, for scans) -> fd
+        finally:
+            await bulk.close()
+            await plain.close()
+        plain_fds = {fd for (_, scan), fd in fds.items() if not scan}
+    finally:
+        await stop_server(server)
+    sends = [e for e in events if e[0] == "sendfile"]
+    assert sum(e[3] for e in sends) >= sum(len(e) for e in entries)  # the span, prefixes and all
+    span_fd = sends[0][1]
+    assert {e[1] for e in sends} == {span_fd}
+    assert (span_fd in plain_fds) == (not read_ahead)
+    advice = [e for e in events if e[0] == "fadvise"]
+    if not read_ahead:
+        assert advice == []
+        return
+    assert advice[0] == ("fadvise", span_fd, 0, -os.POSIX_FADV_RANDOM)  # on opening the scan fd
+    asked = sent = start = sends[0][2]
+    for call, fd, offset, n in events:
+        assert fd == span_fd
+        if call == "fadvise" and n > 0:
+            assert offset == asked and 0 < n <= read_ahead  # the next chunk, in order
+            assert offset < sent + 2 * read_ahead  # only while fewer than two lie ahead
+            asked += n
+        elif call == "sendfile":
+            assert offset == sent and 0 < n <= read_ahead
+            sent += n
+            assert asked >= sent  # every byte sent was asked for first
+    assert asked == sent > start + 3 * read_ahead

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from store.bookie.entry_log import FileSpan
-from store.bookie.journal import IOV_MAX
+from store.bookie.journal import FADVISE, IOV_MAX
 from store.bookie.metrics import BACKGROUND_READ_BYTES, BACKGROUND_READ_METRICS
 from store.framing import Buffer
 
@@ -54,7 +54,6 @@ Piece = Buffer | FileSpan
 
 _POLL_MS = 200  # how often a send blocked on a full socket looks whether it was cancelled
 DEFAULT_READ_AHEAD = 512 << 10  # bytes a background send reads ahead a chunk (module doc)
-_FADVISE = hasattr(os, "posix_fadvise")
 
 
 class SendCancelled(Exception):
@@ -76,7 +75,7 @@ class BackgroundReaders:
 
     def __init__(self, threads: int = 2, nice: int = 0, read_ahead: int = DEFAULT_READ_AHEAD) -> None:
         self.nice = nice
-        self.read_ahead = max(0, read_ahead) if _FADVISE else 0
+        self.read_ahead = max(0, read_ahead) if FADVISE else 0
         BACKGROUND_READ_METRICS.register()
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(1, threads), thread_name_prefix="background-read", initializer=self._lower_priority

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from store.bookie.journal import (
+    FADVISE,
     IOV_MAX,
     O_DIRECT,
     DirectBuffer,
@@ -210,7 +211,7 @@ class EntryLogs:
         fd = self._rfds.get((log_id, scan))
         if fd is None:
             fd = os.open(self.path(log_id), os.O_RDONLY)
-            if scan and hasattr(os, "posix_fadvise"):
+            if scan and FADVISE:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
             self._rfds[log_id, scan] = fd
         self._inflight[log_id] = self._inflight.get(log_id, 0) + 1

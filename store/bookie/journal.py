@@ -173,6 +173,7 @@ def write_all(fd: int, parts: list[bytes | memoryview]) -> int:
 
 
 O_DIRECT = getattr(os, "O_DIRECT", 0)  # 0 where the platform has none (macOS)
+FADVISE = hasattr(os, "posix_fadvise")  # False where the platform has none (macOS)
 
 
 class DirectBuffer:
@@ -268,7 +269,7 @@ def fill_spare(directory: Path, size: int) -> Path:
         # start_writeback: a stream of writes, not one burst at the fdatasync
         _write_zeros(fd, len(head), size, memoryview(_ZEROS), start_writeback)
         os.fdatasync(fd)
-        if hasattr(os, "posix_fadvise"):  # not on macOS
+        if FADVISE:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
@@ -663,7 +664,7 @@ class Journal:
         each batch taking fresh ones (the journal's writes fell from a third of the bookie's
         CPU to a sixth). A hint: durability is fdatasync's, done before."""
         upto = self._offset & ~(_PAGE - 1)
-        if upto - self._cached_from >= _DROP_EVERY and hasattr(os, "posix_fadvise"):  # not on macOS
+        if upto - self._cached_from >= _DROP_EVERY and FADVISE:
             os.posix_fadvise(self._fd, self._cached_from, upto - self._cached_from, os.POSIX_FADV_DONTNEED)
             self._cached_from = upto
 

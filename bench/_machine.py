@@ -144,7 +144,8 @@ def realtime_permitted() -> bool:
 def set_realtime(pids: list[int], on: bool) -> None:
     """Every thread of `pids` under SCHED_RR at the lowest real-time priority (on), or back under
     SCHED_OTHER: a bench's control, switched per window; quire.realtime.priority=1 runs the
-    servers so from their start."""
+    servers so from their start. A bookie's background send threads step back down to
+    SCHED_OTHER at their next send, as they do under the setting."""
     policy, param = (os.SCHED_RR, os.sched_param(1)) if on else (os.SCHED_OTHER, os.sched_param(0))
     for pid in pids:
         for task in Path(f"/proc/{pid}/task").glob("*"):

@@ -14,7 +14,9 @@ medians of the windows' p99s, alone then beside the loops, two runs): normal 7.5
 threads only: 17 ms (the others hold the GIL in turn); SCHED_RR on every thread: 8.5 and 13 ms.
 
 Every thread, then: the ones there now, and the ones started later, which inherit the policy
-(bookie children of a standalone too, which also get the setting as a flag). The kernel's
+(bookie children of a standalone too, which also get the setting as a flag). All but a bookie's
+background send threads, the scans' work, which step back down to SCHED_OTHER at each send:
+real-time, they held the CPU from the adds (store/bookie/background_reads.py). The kernel's
 real-time throttling (kernel.sched_rt_runtime_us, 95% by default) is what then leaves other
 processes a share of a CPU that a saturated server keeps busy."""
 

@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from store.bookie import background_reads
 from store.bookie import protocol as p
 from store.bookie.bookie import Bookie, BookieConfig
 from store.bookie.client import BookieClient
@@ -233,3 +235,63 @@ async def test_background_sends_read_ahead_a_bounded_amount(tmp_path: Path, monk
             sent += n
             assert asked >= sent  # every byte sent was asked for first
     assert asked == sent > start + 3 * read_ahead
+
+
+def policies(threads: set[str]) -> dict[int, int]:
+    """Native id -> scheduling policy, of those of `threads` (ids in /proc/self/task) still there."""
+    out = {}
+    for tid in threads:
+        try:
+            out[int(tid)] = os.sched_getscheduler(int(tid))
+        except ProcessLookupError:  # the thread ended meanwhile
+            continue
+    return out
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_RR") or not hasattr(os, "sched_getscheduler"),
+                    reason="real-time policies through sched_setscheduler")
+async def test_background_sends_step_down_from_realtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bookie whose threads run under SCHED_RR (quire.realtime.priority: the threads it starts
+    inherit it) sends its background reads under SCHED_OTHER, and a thread put back under
+    SCHED_RR from outside (chrt -a) steps down again at its next send; its other threads keep
+    SCHED_RR."""
+    sending: list[tuple[int, int]] = []  # (thread, its policy) at each span's sendfile
+    sendfile_all = background_reads._sendfile_all
+
+    def recording(*args: Any) -> int:
+        sending.append((threading.get_native_id(), os.sched_getscheduler(0)))
+        return sendfile_all(*args)
+
+    monkeypatch.setattr(background_reads, "_sendfile_all", recording)
+    before = set(os.listdir("/proc/self/task"))
+    try:
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1))  # as apply_realtime, before the bookie starts
+    except PermissionError:
+        pytest.skip("SCHED_RR needs CAP_SYS_NICE or an RLIMIT_RTPRIO")
+    try:
+        server = await start_server(tmp_path, threads=1)
+    except BaseException:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        raise
+    try:
+        bulk = BookieClient(server.address, background_reads=True)
+        try:
+            entries = await add_all(bulk, 10, [b"z%d" % i * 300 for i in range(60)])
+            await server.bookie.storage.flush()
+            try:  # the pool starts its thread at the first send, from this (the loop's) thread
+                assert [bytes(e) for e in await bulk.read_range(10, 0, 59)] == entries
+            finally:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))  # the bookie's threads keep SCHED_RR
+            assert sending and {policy for _, policy in sending} == {os.SCHED_OTHER}
+            thread = sending[0][0]
+            assert {t for t, _ in sending} == {thread}  # the pool's one thread
+            started = set(os.listdir("/proc/self/task")) - before - {str(thread)}
+            assert started and set(policies(started).values()) == {os.SCHED_RR}
+            os.sched_setscheduler(thread, os.SCHED_RR, os.sched_param(1))  # from outside, as chrt -a would
+            del sending[:]
+            assert [bytes(e) for e in await bulk.read_range(10, 0, 59)] == entries
+            assert sending and set(sending) == {(thread, os.SCHED_OTHER)}
+        finally:
+            await bulk.close()
+    finally:
+        await stop_server(server)

@@ -353,7 +353,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("quire.realtime.priority", int, 0,
             "SCHED_RR priority (1-99) for every thread of the process, for hosts where the servers share "
             "CPUs with batch work such as Spark: woken threads then preempt it at once (0: the normal "
-            "scheduler; needs CAP_SYS_NICE or ulimit -r; standalone: its bookies too)", ALL, described=False),
+            "scheduler; needs CAP_SYS_NICE or ulimit -r; standalone: its bookies too). The bookies' background "
+            "send threads (scans) step back down to SCHED_OTHER", ALL, described=False),
     Setting("quire.bookie.host", str, "127.0.0.1", "address the bookie listens on", frozenset({BOOKIE}),
             flag="--host", described=False),
     Setting("quire.bookie.port", int, None, "port the bookie listens on (required)", frozenset({BOOKIE}),

@@ -67,8 +67,7 @@ _POLL_MS = 200  # how often a send blocked on a full socket looks whether it was
 DEFAULT_READ_AHEAD = 512 << 10  # bytes a background send reads ahead a chunk (module doc)
 # The real-time policies a background send steps down from (module doc); none where the
 # platform has no sched_getscheduler (macOS).
-_REALTIME = frozenset(getattr(os, n) for n in ("SCHED_RR", "SCHED_FIFO") if hasattr(os, n)) \
-    if hasattr(os, "sched_getscheduler") else frozenset()
+_REALTIME = frozenset({os.SCHED_RR, os.SCHED_FIFO}) if hasattr(os, "sched_getscheduler") else frozenset()
 
 
 class SendCancelled(Exception):

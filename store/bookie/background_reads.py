@@ -24,7 +24,7 @@ In a probe (standalone, three bookies, every thread under SCHED_RR from the star
 producer, warm direct scans, 3 windows of 12 s each): the producer's p99 went from 10-11 ms
 alone to 15 ms during the scans with the sends real-time, to 12 ms with them stepped down. In
 bench/spark_scan.py's real-time control, direct scans took the p99 to x1.50 of alone in bench 38
-and x1.33 in bench 39, after this change.
+and x1.33 and x1.50 in benches 39 and 40, after this change.
 
 The threads read ahead of what they send themselves, a bounded amount: each span goes out in
 chunks of quire.bookie.background.read.ahead.bytes (512 KiB), with the kernel asked

@@ -46,6 +46,41 @@ def cpu_ticks() -> tuple[int, int, int]:
     return total - ticks[3] - ticks[4], ticks[7], total
 
 
+def thread_scheduling(pids: list[int]) -> dict[int, tuple[int, int, int]]:
+    """Each thread of `pids` now: (ns run, ns waited runnable, migrations between CPUs) so far,
+    from /proc/PID/task/TID/schedstat and sched. Waited runnable: woken or preempted, on a CPU's
+    run queue but not running, the kernel's own account of the scheduling delays a latency-bound
+    server feels."""
+    out: dict[int, tuple[int, int, int]] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # ended meanwhile
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    ran, waited, _ = f.read().split()
+                with open(f"/proc/{pid}/task/{tid}/sched") as f:
+                    moved = next((line.split()[-1] for line in f if line.startswith("se.nr_migrations")), "0")
+            except (OSError, ValueError):
+                continue  # ended meanwhile, or a kernel without these files
+            out[int(tid)] = (int(ran), int(waited), int(moved))
+    return out
+
+
+def scheduling_between(before: dict[int, tuple[int, int, int]],
+                       after: dict[int, tuple[int, int, int]]) -> tuple[int, int, int]:
+    """(ns run, ns waited runnable, migrations) between two thread_scheduling snapshots, over the
+    threads alive at the second (one started between them counts from its start; one that ended
+    between them, its last stretch, is left out)."""
+    run = wait = moved = 0
+    for tid, (r, w, m) in after.items():
+        r0, w0, m0 = before.get(tid, (0, 0, 0))
+        run, wait, moved = run + r - r0, wait + w - w0, moved + m - m0
+    return run, wait, moved
+
+
 def memory_stalls() -> tuple[int, int, int, int, int, int, int]:
     """(direct reclaims, direct compactions, pages kswapd reclaimed, KiB read from disks, kswapd's
     CPU ticks, processes and threads started, bytes DAMON paged out) so far, from /proc and /sys:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench._machine import PAGE, cpu_ticks, memory_stalls, set_realtime
+from bench._machine import PAGE, cpu_ticks, memory_stalls, scheduling_between, set_realtime, thread_scheduling
 from bench.perf_tools import PERF_JVM_OPTS
 from compat_tests.support import kafka_dist
 
@@ -144,6 +144,18 @@ class BusyLoops:
         pass
 
 
+class Nothing:
+    """No load: a second window alone under a load's name, each round, so that the run shows how
+    far two windows alike differ (the spread a load's ratio is to be read against)."""
+
+    def run(self, stop: threading.Event) -> float:
+        stop.wait()
+        return 0.0
+
+    def cancel(self) -> None:
+        pass
+
+
 class Realtime:
     """A load run with every thread of the processes `pids()` names under SCHED_RR for its
     window, back under SCHED_OTHER at its end: a control that shows how much of a producer's
@@ -210,8 +222,8 @@ def add_window_args(ap: argparse.ArgumentParser, rounds: int) -> None:
                     help="share of the CPU the host may steal in a window that counts to the steal-free p99s")
 
 
-def interleaved_p99(bootstrap: str, args: argparse.Namespace, record: int,
-                    loads: dict[str, Load]) -> dict[str, dict[str, Any]]:
+def interleaved_p99(bootstrap: str, args: argparse.Namespace, record: int, loads: dict[str, Load],
+                    servers: Callable[[], list[int]] | None = None) -> dict[str, dict[str, Any]]:
     """The producer's latency alone and during each load, in one run of PhasedProducer: after
     --producer-warmup-s, --rounds rounds of a window alone then a window under each load in
     turn, each round rotated one phase on; a load runs in a thread of its own from its window's
@@ -223,13 +235,18 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace, record: int,
     (Spark's Python workers among them); returns each phase's (all windows) numbers, with
     "window_p99_ms", the median of its windows' p99s, "steal_free_p99_ms", the same over the
     windows in which the host stole at most --max-stolen of the CPU (nan with fewer than
-    MIN_CLEAN of them), and "load_mbps", what the load got through."""
+    MIN_CLEAN of them), and "load_mbps", what the load got through. With `servers` (the server's
+    processes, asked for at each window's ends), also how their threads were scheduled in each
+    phase: "run_s_per_s", CPU seconds run a second, "wait_s_per_s", seconds spent runnable but
+    not running a second (summed over threads: the scheduling delay the server's requests met),
+    and "migrations_per_s", moves between CPUs a second."""
     prod = PhasedProducer(bootstrap, "load", args.producer_mbps, record, args.settle_s)
     cpu: dict[str, list[int]] = {}
     stalls: dict[str, list[int]] = {}
     memory: dict[str, list[str]] = {}  # per window: kswapd's and DAMON's reclaim, disk reads, processes started
     stolen_in: dict[str, list[float]] = {}  # per window: the share of the CPU the host stole
     runs: dict[str, list[float]] = {}  # MiB the load got through, seconds
+    sched: dict[str, list[int]] = {}  # the servers' threads: ns run, ns waited runnable, migrations
     done = False
     try:
         prod.phase("warm-up")
@@ -241,11 +258,15 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace, record: int,
             k = r % len(phases)
             for name, load in phases[k:] + phases[:k]:
                 prod.phase(name)
+                s0 = thread_scheduling(servers()) if servers is not None else {}
                 c0, m0, t0 = cpu_ticks(), memory_stalls(), time.monotonic()
                 runner = _Runner(load) if load is not None else None
                 while time.monotonic() < t0 + args.window_s and (runner is None or runner.alive()):
                     time.sleep(min(0.5, max(0.0, t0 + args.window_s - time.monotonic())))
                 c1, m1, seconds = cpu_ticks(), memory_stalls(), time.monotonic() - t0
+                if servers is not None:
+                    sched[name] = [a + b for a, b in zip(sched.get(name, [0, 0, 0]),
+                                                         scheduling_between(s0, thread_scheduling(servers())))]
                 prod.phase(STOPPING)
                 mib = runner.finish() if runner is not None else 0.0
                 acc = runs.setdefault(name, [0.0, 0.0])
@@ -281,6 +302,14 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace, record: int,
         per_window = ", ".join(f"{w['p99_ms']} ({s:.0%})" for w, s in with_stolen)
         reclaims, compactions, stolen_pages, read_kib, ticks, _, damon = stalls[name]
         seconds, hz = runs[name][1], os.sysconf("SC_CLK_TCK")
+        scheduled = ""
+        if name in sched:
+            ran, waited, moved = sched[name]
+            ph["run_s_per_s"], ph["wait_s_per_s"] = ran / 1e9 / seconds, waited / 1e9 / seconds
+            ph["migrations_per_s"] = moved / seconds
+            scheduled = (f"; the server's threads ran {ph['run_s_per_s']:.2f} CPU s a second, waited runnable "
+                         f"{ph['wait_s_per_s']:.2f} s a second and moved between CPUs {ph['migrations_per_s']:.0f} "
+                         f"times a second")
         print(f"  {name}: p99 {ph['p99_ms']} ms over {ph['records']} records, median of the windows' p99s "
               f"{ph['window_p99_ms']} ms, over the {ph['clean_windows']} windows the host stole at most "
               f"{args.max_stolen:.0%} in {ph['steal_free_p99_ms']} ms (p99 in ms, and the CPU the host "
@@ -290,6 +319,6 @@ def interleaved_p99(bootstrap: str, args: argparse.Namespace, record: int,
               f"{reclaims} direct reclaims, {compactions} direct compactions; kswapd reclaimed "
               f"{stolen_pages * PAGE / (1 << 20):.0f} MiB with {ticks / hz / seconds:.1%} of a CPU, DAMON "
               f"paged out {damon >> 20} MiB; "
-              f"{read_kib / 1024 / seconds:.0f} MiB/s read from disk", flush=True)
+              f"{read_kib / 1024 / seconds:.0f} MiB/s read from disk{scheduled}", flush=True)
     return {name: ph for name, ph in by_phase.items() if name in cpu}
 

@@ -41,7 +41,7 @@ only its windows in which the host stole at most --max-stolen of the CPU.
 
 The loads: direct scans (a), unbounded and bounded with `quire.maxBytesPerSecond`
 (--scan-mbps-per-task); two SCHED_IDLE busy loops that read nothing (the scans' CPU without
-their reads); one such loop (a CPU left free to go idle); and, where the bench may use SCHED_RR
+their reads); and, where the bench may use SCHED_RR
 (root or an RLIMIT_RTPRIO), the unbounded scans and the two loops with every thread of Quire
 (gateway, bookies) under SCHED_RR for the window. The real-time controls tell a write path that
 waits for a CPU from one slowed by the scans' work: a waking real-time thread goes at once to
@@ -49,6 +49,18 @@ the CPU running the lowest class of work, and one left waiting is pushed there, 
 waiting normal thread stays behind the one on its CPU while the other CPU runs SCHED_IDLE work.
 Switched per window here, SCHED_RR is what quire.realtime.priority=1 (off by default) gives the
 servers from their start (quire/realtime.py; README, "Spark").
+
+Two more things each round, to read the ratios by. A second window alone ("alone again"): how
+far two windows alike differ in this run, the spread a load's ratio stands against (bench 41:
+9.0 and 11.5 ms, x1.28). And for every phase, how the kernel scheduled Quire's threads (gateway
+and bookies, from /proc/PID/task/TID/schedstat and sched): CPU seconds run a second, seconds
+waited runnable a second (woken or preempted, queued on a CPU but not running), and moves
+between CPUs a second. Beside SCHED_IDLE work the kernel all but stops moving them: in bench 41,
+461 moves a second alone, 58 during the direct scans and 29 beside the busy loops, as a CPU that
+runs only SCHED_IDLE work never looks for waiting threads to take (for the kernel it goes idle
+only when it has nothing at all to run). Under SCHED_RR they moved about 1,700-1,800 times a
+second, and waited runnable 0.44 s a second during the scans and 0.27 s beside the loops,
+against 0.96 and 0.82 s without it (0.74 s alone).
 
 The producer's topic has --producer-partitions partitions (8, like the scanned one: on one, the
 client's 16 KiB batches, at most 5 in flight, cap it at 5 x 16 KiB per fsynced quorum write).
@@ -70,16 +82,20 @@ Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [s
 Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
 producer_p99_ratio=<n> migrate_MBps=<n> producer_pooled_p99_ratio=<n>
 producer_steal_free_p99_ratio=<n> bounded_p99_ratio=<n> busy_loops_p99_ratio=<n>
-one_busy_loop_p99_ratio=<n> rr_p99_ratio=<n> rr_busy_loops_p99_ratio=<n>
-producer_alone_cpu_busy_pct=<n> kafka_producer_p99_ratio=<n> kafka_busy_loops_p99_ratio=<n>
+rr_p99_ratio=<n> rr_busy_loops_p99_ratio=<n>
+producer_alone_cpu_busy_pct=<n> alone_again_p99_ratio=<n> wait_alone_s_per_s=<n>
+wait_scans_s_per_s=<n> migrations_alone_per_s=<n> migrations_scans_per_s=<n>
+kafka_producer_p99_ratio=<n> kafka_busy_loops_p99_ratio=<n>
 kafka_steal_free_p99_ratio=<n>` (producer_p99_ratio: during unbounded scans, medians of the
 windows' p99s; producer_pooled_p99_ratio: the same over all windows;
 producer_steal_free_p99_ratio: the same medians over only the windows in which the host stole
 at most --max-stolen (5%) of the CPU, nan with fewer than three such windows on a side;
-bounded_p99_ratio: during the bounded scans; busy_loops_p99_ratio and one_busy_loop_p99_ratio:
-the controls; rr_p99_ratio and rr_busy_loops_p99_ratio: the real-time controls, nan where left
+bounded_p99_ratio: during the bounded scans; busy_loops_p99_ratio: the control; rr_p99_ratio and rr_busy_loops_p99_ratio: the real-time controls, nan where left
 out;
 producer_alone_cpu_busy_pct, how busy the machine's CPU was during the windows alone;
+alone_again_p99_ratio, the second window alone's p99 over the first's; wait_*_s_per_s and
+migrations_*_per_s, Quire's threads' seconds waited runnable and moves between CPUs a second,
+alone and during the unbounded direct scans;
 kafka_producer_p99_ratio and kafka_busy_loops_p99_ratio, the peer's ratios during scans (c) and
 beside the two busy loops; kafka_steal_free_p99_ratio, its ratio during scans over the windows
 the host stole little in).
@@ -112,7 +128,16 @@ from bench._machine import (
     proc_stats,
     realtime_permitted,
 )
-from bench._phases import ALONE, BusyLoops, Load, Realtime, SparkScans, add_window_args, interleaved_p99
+from bench._phases import (
+    ALONE,
+    BusyLoops,
+    Load,
+    Nothing,
+    Realtime,
+    SparkScans,
+    add_window_args,
+    interleaved_p99,
+)
 from bench.perf_tools import KAFKA_JVM_OPTS, create_topic, producer_perf
 from compat_tests.support import kafka_dist
 from compat_tests.support.apache_kafka import start_apache_kafka
@@ -120,10 +145,11 @@ from compat_tests.support.spark import connector_jars, connector_ready
 from tests.support.gateway import StandaloneGateway
 
 RECORD = 1024
-LOADS = ("direct scans", "bounded direct scans", "busy loops", "one busy loop")  # the producer's loads
+LOADS = ("direct scans", "bounded direct scans", "busy loops")  # the producer's loads
 RR_SCANS = "direct scans, Quire under SCHED_RR"
 RR_LOOPS = "busy loops, Quire under SCHED_RR"
 REALTIME = (RR_SCANS, RR_LOOPS)  # the real-time controls, where permitted
+ALONE_AGAIN = "alone again"  # a second window alone each round: the spread of the measurement itself
 WARM_RECORDS = 20_000  # a small topic each path scans once first: JVM, JIT and Python workers warm
 
 
@@ -286,7 +312,7 @@ def main() -> int:
         print("Spark's Kafka connector is missing: run compat_tests/install.sh", file=sys.stderr)
         return 2
     kafka_dist.ensure_installed()
-    phases = 1 + len(LOADS) + (len(REALTIME) if realtime_permitted() else 0)
+    phases = 2 + len(LOADS) + (len(REALTIME) if realtime_permitted() else 0)
     filler = filler_gib(args)
     need, free = disk_needed_gib(args, phases, filler), shutil.disk_usage(tempfile.gettempdir()).free / (1 << 30)
     if free < need:
@@ -316,7 +342,8 @@ def main() -> int:
                         .option("subscribe", topic).option("startingOffsets", "earliest").load())
 
     nan = float("nan")
-    ratio = pooled_ratio = bounded_ratio = cpu_ratio = one_cpu_ratio = rr_ratio = rr_cpu_ratio = alone_busy = kafka_ratio = kafka_cpu_ratio = nan
+    ratio = pooled_ratio = bounded_ratio = cpu_ratio = again_ratio = rr_ratio = rr_cpu_ratio = alone_busy = nan
+    kafka_ratio = kafka_cpu_ratio = wait_alone = wait_scans = moves_alone = moves_scans = nan
     spark_pid = int(spark.sparkContext._gateway.jvm.java.lang.ProcessHandle.current().pid())
     with tempfile.TemporaryDirectory(prefix="spark-scan-") as tmp:
         gw = StandaloneGateway(Path(tmp) / "quire", bookies=3, log_level="WARNING").start()
@@ -359,28 +386,31 @@ def main() -> int:
             def direct_scan() -> float:
                 return scan(spark, quire_df(), records)
 
-            loads: dict[str, Load] = dict(zip(LOADS, (
+            loads: dict[str, Load] = {ALONE_AGAIN: Nothing(), **dict(zip(LOADS, (
                 SparkScans(spark, direct_scan, mb),
                 SparkScans(spark, lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records),
                            mb),
                 BusyLoops(2),
-                BusyLoops(1),
-            ), strict=True))
-            if realtime_permitted():  # the controls with Quire's threads under SCHED_RR (module doc)
-                def quire_pids() -> list[int]:
-                    return process_tree(gw.pid)
+            ), strict=True))}
 
+            def quire_pids() -> list[int]:
+                return process_tree(gw.pid)
+
+            if realtime_permitted():  # the controls with Quire's threads under SCHED_RR (module doc)
                 loads[RR_SCANS] = Realtime(SparkScans(spark, direct_scan, mb), quire_pids)
                 loads[RR_LOOPS] = Realtime(BusyLoops(2), quire_pids)
             else:
                 print("not permitted to use SCHED_RR (root or an RLIMIT_RTPRIO): the real-time controls are left out",
                       flush=True)
-            q = interleaved_p99(gw.bootstrap, args, RECORD, loads)
-            ratio, bounded_ratio, cpu_ratio, one_cpu_ratio, rr_ratio, rr_cpu_ratio = (
+            q = interleaved_p99(gw.bootstrap, args, RECORD, loads, quire_pids)
+            ratio, bounded_ratio, cpu_ratio, rr_ratio, rr_cpu_ratio = (
                 p99_ratio(q, k) for k in (*LOADS, *REALTIME))
             pooled_ratio = p99_ratio(q, "direct scans", "p99_ms")
             clean_ratio = p99_ratio(q, "direct scans", "steal_free_p99_ms")
             alone_busy = q[ALONE]["busy"]
+            again_ratio = p99_ratio(q, ALONE_AGAIN)
+            wait_alone, wait_scans = q[ALONE]["wait_s_per_s"], q["direct scans"]["wait_s_per_s"]
+            moves_alone, moves_scans = q[ALONE]["migrations_per_s"], q["direct scans"]["migrations_per_s"]
 
             def p99s(k: str) -> str:
                 return f"{q[k]['window_p99_ms']} ms ({q[k]['p99_ms']} ms over all windows)"
@@ -390,12 +420,17 @@ def main() -> int:
                   f"(x{pooled_ratio:.2f} over all windows); during direct scans bounded to {args.scan_mbps_per_task} "
                   f"MB/s a task ({q['bounded direct scans']['load_mbps']:.0f} MB/s) {p99s('bounded direct scans')} "
                   f"(x{bounded_ratio:.2f}); during two busy loops under SCHED_IDLE that read nothing "
-                  f"{p99s('busy loops')} (x{cpu_ratio:.2f}); during one such loop, a CPU left to go idle, "
-                  f"{p99s('one busy loop')} (x{one_cpu_ratio:.2f}); over the windows in which the host stole at "
+                  f"{p99s('busy loops')} (x{cpu_ratio:.2f}); over the windows in which the host stole at "
                   f"most {args.max_stolen:.0%} of the CPU ({q[ALONE]['clean_windows']} alone, "
                   f"{q['direct scans']['clean_windows']} during unbounded direct scans): alone "
                   f"{q[ALONE]['steal_free_p99_ms']} ms, during the scans {q['direct scans']['steal_free_p99_ms']} ms "
                   f"(x{clean_ratio:.2f})", flush=True)
+            print(f"two windows alike: the second window alone each round {p99s(ALONE_AGAIN)} (x{again_ratio:.2f}, "
+                  f"the spread of the measurement itself)", flush=True)
+            print("Quire's threads (gateway, bookies), a second of each phase: "
+                  + "; ".join(f"{name} ran {ph['run_s_per_s']:.2f} CPU s, waited runnable {ph['wait_s_per_s']:.2f} s, "
+                              f"moved between CPUs {ph['migrations_per_s']:.0f} times" for name, ph in q.items()),
+                  flush=True)
             if RR_SCANS in q:
                 print(f"with Quire's threads under SCHED_RR: during unbounded direct scans "
                       f"({q[RR_SCANS]['load_mbps']:.0f} MB/s) {p99s(RR_SCANS)} (x{rr_ratio:.2f}); "
@@ -412,7 +447,7 @@ def main() -> int:
             print("the same producer on Apache Kafka:", flush=True)
             k = interleaved_p99(kafka_bs, args, RECORD, {
                 "Kafka source scans": SparkScans(spark, lambda: scan(spark, kafka_df(kafka_bs), records), mb),
-                "busy loops": BusyLoops(2)})
+                "busy loops": BusyLoops(2)}, lambda: process_tree(kafka_node.pid))
             kafka_ratio, kafka_cpu_ratio = p99_ratio(k, "Kafka source scans"), p99_ratio(k, "busy loops")
             kafka_clean_ratio = p99_ratio(k, "Kafka source scans", "steal_free_p99_ms")
             print(f"Apache Kafka: producer p99, the median of the windows', alone {k[ALONE]['window_p99_ms']} ms; "
@@ -437,9 +472,11 @@ def main() -> int:
           f"producer_p99_ratio={ratio:.2f} migrate_MBps={migrate:.2f} producer_pooled_p99_ratio={pooled_ratio:.2f} "
           f"producer_steal_free_p99_ratio={clean_ratio:.2f} "
           f"bounded_p99_ratio={bounded_ratio:.2f} "
-          f"busy_loops_p99_ratio={cpu_ratio:.2f} one_busy_loop_p99_ratio={one_cpu_ratio:.2f} "
+          f"busy_loops_p99_ratio={cpu_ratio:.2f} "
           f"rr_p99_ratio={rr_ratio:.2f} rr_busy_loops_p99_ratio={rr_cpu_ratio:.2f} "
-          f"producer_alone_cpu_busy_pct={alone_busy * 100:.0f} "
+          f"producer_alone_cpu_busy_pct={alone_busy * 100:.0f} alone_again_p99_ratio={again_ratio:.2f} "
+          f"wait_alone_s_per_s={wait_alone:.2f} wait_scans_s_per_s={wait_scans:.2f} "
+          f"migrations_alone_per_s={moves_alone:.0f} migrations_scans_per_s={moves_scans:.0f} "
           f"kafka_producer_p99_ratio={kafka_ratio:.2f} kafka_busy_loops_p99_ratio={kafka_cpu_ratio:.2f} "
           f"kafka_steal_free_p99_ratio={kafka_clean_ratio:.2f}")
     return 0

@@ -52,15 +52,15 @@ servers from their start (quire/realtime.py; README, "Spark").
 
 Two more things each round, to read the ratios by. A second window alone ("alone again"): how
 far two windows alike differ in this run, the spread a load's ratio stands against (bench 41:
-9.0 and 11.5 ms, x1.28). And for every phase, how the kernel scheduled Quire's threads (gateway
-and bookies, from /proc/PID/task/TID/schedstat and sched): CPU seconds run a second, seconds
-waited runnable a second (woken or preempted, queued on a CPU but not running), and moves
-between CPUs a second. Beside SCHED_IDLE work the kernel all but stops moving them: in bench 41,
-461 moves a second alone, 58 during the direct scans and 29 beside the busy loops, as a CPU that
-runs only SCHED_IDLE work never looks for waiting threads to take (for the kernel it goes idle
-only when it has nothing at all to run). Under SCHED_RR they moved about 1,700-1,800 times a
-second, and waited runnable 0.44 s a second during the scans and 0.27 s beside the loops,
-against 0.96 and 0.82 s without it (0.74 s alone).
+9.0 and 11.5 ms, x1.28). And in every phase's line, how the kernel scheduled Quire's threads
+(gateway and bookies, from /proc/PID/task/TID/schedstat and sched): CPU seconds run a second,
+seconds waited runnable a second (woken or preempted, queued on a CPU but not running), and
+moves between CPUs a second. Beside SCHED_IDLE work the kernel all but stops moving them: in
+bench 41, 461 moves a second alone, 58 during the direct scans and 29 beside the busy loops, as
+a CPU that runs only SCHED_IDLE work never looks for waiting threads to take (for the kernel it
+goes idle only when it has nothing at all to run). Under SCHED_RR they moved about 1,700-1,800
+times a second, and waited runnable 0.44 s a second during the scans and 0.27 s beside the
+loops, against 0.96 and 0.82 s without it (0.74 s alone).
 
 The producer's topic has --producer-partitions partitions (8, like the scanned one: on one, the
 client's 16 KiB batches, at most 5 in flight, cap it at 5 x 16 KiB per fsynced quorum write).
@@ -90,8 +90,8 @@ kafka_steal_free_p99_ratio=<n>` (producer_p99_ratio: during unbounded scans, med
 windows' p99s; producer_pooled_p99_ratio: the same over all windows;
 producer_steal_free_p99_ratio: the same medians over only the windows in which the host stole
 at most --max-stolen (5%) of the CPU, nan with fewer than three such windows on a side;
-bounded_p99_ratio: during the bounded scans; busy_loops_p99_ratio: the control; rr_p99_ratio and rr_busy_loops_p99_ratio: the real-time controls, nan where left
-out;
+bounded_p99_ratio: during the bounded scans; busy_loops_p99_ratio: the control; rr_p99_ratio
+and rr_busy_loops_p99_ratio: the real-time controls, nan where left out;
 producer_alone_cpu_busy_pct, how busy the machine's CPU was during the windows alone;
 alone_again_p99_ratio, the second window alone's p99 over the first's; wait_*_s_per_s and
 migrations_*_per_s, Quire's threads' seconds waited runnable and moves between CPUs a second,
@@ -427,10 +427,6 @@ def main() -> int:
                   f"(x{clean_ratio:.2f})", flush=True)
             print(f"two windows alike: the second window alone each round {p99s(ALONE_AGAIN)} (x{again_ratio:.2f}, "
                   f"the spread of the measurement itself)", flush=True)
-            print("Quire's threads (gateway, bookies), a second of each phase: "
-                  + "; ".join(f"{name} ran {ph['run_s_per_s']:.2f} CPU s, waited runnable {ph['wait_s_per_s']:.2f} s, "
-                              f"moved between CPUs {ph['migrations_per_s']:.0f} times" for name, ph in q.items()),
-                  flush=True)
             if RR_SCANS in q:
                 print(f"with Quire's threads under SCHED_RR: during unbounded direct scans "
                       f"({q[RR_SCANS]['load_mbps']:.0f} MB/s) {p99s(RR_SCANS)} (x{rr_ratio:.2f}); "

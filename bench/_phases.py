@@ -82,15 +82,23 @@ _groups = itertools.count()
 
 class SparkScans:
     """One Spark job (`scan_once`, over `mib` MiB) again and again; at the window's end the job
-    under way is cancelled, and counts for the share of its first stage's tasks that finished."""
+    under way is cancelled. What it got through: with `served` (MiB the servers have sent the
+    scans so far, a counter), the counter's rise from the window's start to its end (the first
+    cancel); without, the whole jobs done, and the share of the cancelled job's first stage's
+    tasks that finished (a task that outlasts the window then counts nothing: a bounded scan's
+    128 MiB task at 10 MiB/s does)."""
 
-    def __init__(self, spark: Any, scan_once: Callable[[], object], mib: float) -> None:
-        self.spark, self.scan_once, self.mib = spark, scan_once, mib
+    def __init__(self, spark: Any, scan_once: Callable[[], object], mib: float,
+                 served: Callable[[], float] | None = None) -> None:
+        self.spark, self.scan_once, self.mib, self.served = spark, scan_once, mib, served
         self.group = f"bench-load-{next(_groups)}"
+        self._served_at_end: float | None = None
 
     def run(self, stop: threading.Event) -> float:
         sc = self.spark.sparkContext
         sc.setJobGroup(self.group, "a load beside the producer", interruptOnCancel=True)
+        self._served_at_end = None
+        start = self.served() if self.served is not None else 0.0
         done = 0.0
         while not stop.is_set():
             try:
@@ -100,9 +108,14 @@ class SparkScans:
                 if not stop.is_set():
                     raise
                 done += self._cancelled_share()
+        if self.served is not None:
+            end = self._served_at_end if self._served_at_end is not None else self.served()
+            return end - start
         return done * self.mib
 
     def cancel(self) -> None:
+        if self.served is not None and self._served_at_end is None:
+            self._served_at_end = self.served()  # the window's end: the first cancel comes at once
         self.spark.sparkContext.cancelJobGroup(self.group)
 
     def _cancelled_share(self) -> float:

@@ -40,7 +40,11 @@ the quiet windows said about x2.5). So each phase also has a steal-free p99, the
 only its windows in which the host stole at most --max-stolen of the CPU.
 
 The loads: direct scans (a), unbounded and bounded with `quire.maxBytesPerSecond`
-(--scan-mbps-per-task); two SCHED_IDLE busy loops that read nothing (the scans' CPU without
+(--scan-mbps-per-task, 10 MiB/s a task: at 50 the bound hardly bound, as the scans got 37 MB/s
+beside the producer in bench 41 against 56 unbounded); what the direct scans got through in a
+window is what the bookies sent as background range reads in it (their Prometheus counter, read
+at the window's ends: a task of the bounded scans outlasts a window, and counting finished tasks
+said 0 MB/s). Two SCHED_IDLE busy loops that read nothing (the scans' CPU without
 their reads); and, where the bench may use SCHED_RR
 (root or an RLIMIT_RTPRIO), the unbounded scans and the two loops with every thread of Quire
 (gateway, bookies) under SCHED_RR for the window. The real-time controls tell a write path that
@@ -102,7 +106,7 @@ the host stole little in).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--window-s 12]
        [--rounds 10] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
-       [--max-stolen 0.05] [--scan-mbps-per-task 50] [--no-fill-memory]
+       [--max-stolen 0.05] [--scan-mbps-per-task 10] [--no-fill-memory]
 """
 
 from __future__ import annotations
@@ -142,9 +146,12 @@ from bench.perf_tools import KAFKA_JVM_OPTS, create_topic, producer_perf
 from compat_tests.support import kafka_dist
 from compat_tests.support.apache_kafka import start_apache_kafka
 from compat_tests.support.spark import connector_jars, connector_ready
+from store.net import free_port_run
 from tests.support.gateway import StandaloneGateway
+from tests.support.metrics import scrape, value
 
 RECORD = 1024
+BOOKIES = 3
 LOADS = ("direct scans", "bounded direct scans", "busy loops")  # the producer's loads
 RR_SCANS = "direct scans, Quire under SCHED_RR"
 RR_LOOPS = "busy loops, Quire under SCHED_RR"
@@ -284,7 +291,7 @@ def migrate_mbps(spark: Any, kafka: str, data_dir: Path) -> float:
 
     from pipeline.migrate.job import Options, migrate_round
 
-    gw = StandaloneGateway(data_dir, bookies=3, log_level="WARNING", extra_args=["--import-enable"]).start()
+    gw = StandaloneGateway(data_dir, bookies=BOOKIES, log_level="WARNING", extra_args=["--import-enable"]).start()
     try:
         summary = migrate_round(spark, Options(kafka, gw.bootstrap, topics=["scan"], groups=[]), gw.bootstrap,
                                 io.StringIO())
@@ -305,7 +312,7 @@ def main() -> int:
                          "5 x 16 KiB per fsynced quorum write's latency)")
     ap.add_argument("--fill-memory", action=argparse.BooleanOptionalAction, default=True,
                     help="fill the page cache before the producer starts (see the module doc)")
-    ap.add_argument("--scan-mbps-per-task", type=int, default=50,
+    ap.add_argument("--scan-mbps-per-task", type=int, default=10,
                     help="quire.maxBytesPerSecond of the bounded scans during the producer, MiB/s")
     args = ap.parse_args()
     if not connector_ready():
@@ -346,7 +353,15 @@ def main() -> int:
     kafka_ratio = kafka_cpu_ratio = wait_alone = wait_scans = moves_alone = moves_scans = nan
     spark_pid = int(spark.sparkContext._gateway.jvm.java.lang.ProcessHandle.current().pid())
     with tempfile.TemporaryDirectory(prefix="spark-scan-") as tmp:
-        gw = StandaloneGateway(Path(tmp) / "quire", bookies=3, log_level="WARNING").start()
+        metrics_port = free_port_run(1 + BOOKIES)  # the gateway's, then each bookie's
+        gw = StandaloneGateway(Path(tmp) / "quire", bookies=BOOKIES, log_level="WARNING",
+                               extra_args=["--metrics", f"127.0.0.1:{metrics_port}"]).start()
+
+        def bookies_sent_mib() -> float:
+            """MiB the bookies have sent as background range reads (the direct scans') since they started."""
+            return sum(value(scrape(metrics_port + 1 + i), "quire_bookie_background_read_bytes_total")
+                       for i in range(BOOKIES)) / (1 << 20)
+
         kafka_node = start_apache_kafka(Path(tmp) / "kafka", jvm_opts=KAFKA_JVM_OPTS)
         try:
             groups = {"spark": [spark_pid], "quire": [gw.pid], "kafka": [kafka_node.pid]}
@@ -387,9 +402,9 @@ def main() -> int:
                 return scan(spark, quire_df(), records)
 
             loads: dict[str, Load] = {ALONE_AGAIN: Nothing(), **dict(zip(LOADS, (
-                SparkScans(spark, direct_scan, mb),
+                SparkScans(spark, direct_scan, mb, bookies_sent_mib),
                 SparkScans(spark, lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records),
-                           mb),
+                           mb, bookies_sent_mib),
                 BusyLoops(2),
             ), strict=True))}
 
@@ -397,7 +412,7 @@ def main() -> int:
                 return process_tree(gw.pid)
 
             if realtime_permitted():  # the controls with Quire's threads under SCHED_RR (module doc)
-                loads[RR_SCANS] = Realtime(SparkScans(spark, direct_scan, mb), quire_pids)
+                loads[RR_SCANS] = Realtime(SparkScans(spark, direct_scan, mb, bookies_sent_mib), quire_pids)
                 loads[RR_LOOPS] = Realtime(BusyLoops(2), quire_pids)
             else:
                 print("not permitted to use SCHED_RR (root or an RLIMIT_RTPRIO): the real-time controls are left out",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import socket
 
-__all__ = ["free_port"]
+__all__ = ["free_port", "free_port_run"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -16,3 +16,25 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def free_port_run(n: int, host: str = "127.0.0.1") -> int:
+    """A port P with P .. P+n-1 all free right now: a standalone's metrics port and its bookies'
+    (each bookie serves its metrics on the port after the last). Same race as free_port."""
+    for _ in range(50):
+        base = free_port(host)
+        if base + n > 65536:
+            continue
+        socks: list[socket.socket] = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind((host, p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no run of {n} free ports on {host}")

@@ -4,12 +4,12 @@ and commits, then more messages so that the group lags."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from store.net import free_port_run
 from tests.coordinator.gateway_support import fast_group_env, wait_for
 from tests.support.gateway import StandaloneGateway
 from tests.support.metrics import scrape, value
@@ -18,32 +18,9 @@ TOPIC, GROUP = "metrics-t", "metrics-g"
 BOOKIES = 2
 
 
-def _free_run(n: int) -> int:
-    """A port P with P .. P+n-1 free (the gateway's metrics port and its bookies')."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        if base + n > 65535:
-            continue
-        try:
-            socks = []
-            for p in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no run of free ports")
-
-
 @pytest.fixture
 def gw(tmp_path: Path) -> Iterator[tuple[StandaloneGateway, int]]:
-    port = _free_run(1 + BOOKIES)
+    port = free_port_run(1 + BOOKIES)
     with fast_group_env():
         g = StandaloneGateway(tmp_path / "data", bookies=BOOKIES, extra_args=["--metrics", f"127.0.0.1:{port}"])
         g.start()

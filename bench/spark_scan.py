@@ -40,13 +40,14 @@ the quiet windows said about x2.5). So each phase also has a steal-free p99, the
 only its windows in which the host stole at most --max-stolen of the CPU.
 
 The loads: direct scans (a), unbounded and bounded with `quire.maxBytesPerSecond`
-(--scan-mbps-per-task, 10 MiB/s a task: at 50 the bound hardly bound, as the scans got 37 MB/s
-beside the producer in bench 41 against 56 unbounded); what the direct scans got through in a
-window is what the bookies sent as background range reads in it (their Prometheus counter, read
-at the window's ends: a task of the bounded scans outlasts a window, and counting finished tasks
-said 0 MB/s). Two SCHED_IDLE busy loops that read nothing (the scans' CPU without
-their reads); and, where the bench may use SCHED_RR
-(root or an RLIMIT_RTPRIO), the unbounded scans and the two loops with every thread of Quire
+(--scan-mbps-per-task, 10 MiB/s a task; 50, the default before bench 43, did not bind: unbounded,
+the scans read 81 MB/s beside the producer in bench 43, less than two tasks at 50 MiB/s may).
+What the direct scans read in a window is what the bookies sent as background range reads in it
+(their Prometheus counter, read at the window's ends): counted by finished tasks, as the Kafka
+source's scans still are, a bounded task that outlasts the window counted nothing (bench 42 said
+0 MB/s), and bench 42 counted the unbounded scans at 37 MB/s. Two SCHED_IDLE busy loops that
+read nothing (the scans' CPU without their reads); and, where the bench may use SCHED_RR (root or
+an RLIMIT_RTPRIO), the unbounded scans and the two loops with every thread of Quire
 (gateway, bookies) under SCHED_RR for the window. The real-time controls tell a write path that
 waits for a CPU from one slowed by the scans' work: a waking real-time thread goes at once to
 the CPU running the lowest class of work, and one left waiting is pushed there, where a

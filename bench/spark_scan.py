@@ -153,7 +153,8 @@ from tests.support.metrics import scrape, value
 
 RECORD = 1024
 BOOKIES = 3
-LOADS = ("direct scans", "bounded direct scans", "busy loops")  # the producer's loads
+HEADROOM = "direct scans leaving CPU headroom"
+LOADS = ("direct scans", "bounded direct scans", "busy loops", HEADROOM)  # the producer's loads
 RR_SCANS = "direct scans, Quire under SCHED_RR"
 RR_LOOPS = "busy loops, Quire under SCHED_RR"
 REALTIME = (RR_SCANS, RR_LOOPS)  # the real-time controls, where permitted
@@ -315,6 +316,9 @@ def main() -> int:
                     help="fill the page cache before the producer starts (see the module doc)")
     ap.add_argument("--scan-mbps-per-task", type=int, default=10,
                     help="quire.maxBytesPerSecond of the bounded scans during the producer, MiB/s")
+    ap.add_argument("--scan-cpu-headroom", type=float, default=0.15,
+                    help="quire.cpuHeadroom of the scans that leave the machine's CPU headroom (alone, and "
+                         "during the producer)")
     args = ap.parse_args()
     if not connector_ready():
         print("Spark's Kafka connector is missing: run compat_tests/install.sh", file=sys.stderr)
@@ -351,6 +355,7 @@ def main() -> int:
 
     nan = float("nan")
     ratio = pooled_ratio = bounded_ratio = cpu_ratio = again_ratio = rr_ratio = rr_cpu_ratio = alone_busy = nan
+    headroom_ratio = nan
     kafka_ratio = kafka_cpu_ratio = wait_alone = wait_scans = moves_alone = moves_scans = nan
     spark_pid = int(spark.sparkContext._gateway.jvm.java.lang.ProcessHandle.current().pid())
     with tempfile.TemporaryDirectory(prefix="spark-scan-") as tmp:
@@ -379,6 +384,9 @@ def main() -> int:
 
             direct = measured_scan("(a) format(quire), from bookies", spark, quire_df(), records, groups,
                                    quire_df("warm"))
+            headroom = {"quire.cpuHeadroom": str(args.scan_cpu_headroom)}
+            direct_headroom = measured_scan(f"(a) leaving {args.scan_cpu_headroom:.0%} of the CPU idle (quire.cpuHeadroom)",
+                                            spark, quire_df(**headroom), records, groups, quire_df("warm", **headroom))
             via = measured_scan("(b) Spark Kafka source via the gateway", spark, kafka_df(gw.bootstrap), records,
                                 groups, kafka_df(gw.bootstrap, "warm"))
             kafka = measured_scan("(c) Spark Kafka source from Apache Kafka", spark, kafka_df(kafka_bs), records,
@@ -407,6 +415,7 @@ def main() -> int:
                 SparkScans(spark, lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records),
                            mb, bookies_sent_mib),
                 BusyLoops(2),
+                SparkScans(spark, lambda: scan(spark, quire_df(**headroom), records), mb, bookies_sent_mib),
             ), strict=True))}
 
             def quire_pids() -> list[int]:
@@ -419,7 +428,7 @@ def main() -> int:
                 print("not permitted to use SCHED_RR (root or an RLIMIT_RTPRIO): the real-time controls are left out",
                       flush=True)
             q = interleaved_p99(gw.bootstrap, args, RECORD, loads, quire_pids)
-            ratio, bounded_ratio, cpu_ratio, rr_ratio, rr_cpu_ratio = (
+            ratio, bounded_ratio, cpu_ratio, headroom_ratio, rr_ratio, rr_cpu_ratio = (
                 p99_ratio(q, k) for k in (*LOADS, *REALTIME))
             pooled_ratio = p99_ratio(q, "direct scans", "p99_ms")
             clean_ratio = p99_ratio(q, "direct scans", "steal_free_p99_ms")
@@ -436,7 +445,9 @@ def main() -> int:
                   f"(x{pooled_ratio:.2f} over all windows); during direct scans bounded to {args.scan_mbps_per_task} "
                   f"MB/s a task ({q['bounded direct scans']['load_mbps']:.0f} MB/s) {p99s('bounded direct scans')} "
                   f"(x{bounded_ratio:.2f}); during two busy loops under SCHED_IDLE that read nothing "
-                  f"{p99s('busy loops')} (x{cpu_ratio:.2f}); over the windows in which the host stole at "
+                  f"{p99s('busy loops')} (x{cpu_ratio:.2f}); during direct scans leaving "
+                  f"{args.scan_cpu_headroom:.0%} of the CPU idle ({q[HEADROOM]['load_mbps']:.0f} MB/s) "
+                  f"{p99s(HEADROOM)} (x{headroom_ratio:.2f}); over the windows in which the host stole at "
                   f"most {args.max_stolen:.0%} of the CPU ({q[ALONE]['clean_windows']} alone, "
                   f"{q['direct scans']['clean_windows']} during unbounded direct scans): alone "
                   f"{q[ALONE]['steal_free_p99_ms']} ms, during the scans {q['direct scans']['steal_free_p99_ms']} ms "
@@ -484,6 +495,7 @@ def main() -> int:
           f"producer_p99_ratio={ratio:.2f} migrate_MBps={migrate:.2f} producer_pooled_p99_ratio={pooled_ratio:.2f} "
           f"producer_steal_free_p99_ratio={clean_ratio:.2f} "
           f"bounded_p99_ratio={bounded_ratio:.2f} "
+          f"headroom_direct_MBps={direct_headroom:.2f} headroom_p99_ratio={headroom_ratio:.2f} "
           f"busy_loops_p99_ratio={cpu_ratio:.2f} "
           f"rr_p99_ratio={rr_ratio:.2f} rr_busy_loops_p99_ratio={rr_cpu_ratio:.2f} "
           f"producer_alone_cpu_busy_pct={alone_busy * 100:.0f} alone_again_p99_ratio={again_ratio:.2f} "

@@ -51,6 +51,7 @@ class SourceOptions:
     read_committed: bool = False  # kafka.isolation.level
     slice_bytes: int = SLICE_BYTES
     max_bytes_per_second: int | None = None  # quire.maxBytesPerSecond: each task's read rate, at most
+    cpu_headroom: float | None = None  # quire.cpuHeadroom: the share of the machine's CPU a task leaves idle
     # Settings, not a tier: each task builds its own tier (thread pool, S3 client) from them.
     offload: OffloadSettings | None = None
 
@@ -149,6 +150,20 @@ def _int_option(opts: dict[str, str], key: str, name: str) -> int | None:
     return n
 
 
+def _share_option(opts: dict[str, str], key: str, name: str) -> float | None:
+    """A share strictly between 0 and 1 (0 or absent: None, off)."""
+    if key not in opts:
+        return None
+    try:
+        v = float(opts[key])
+    except ValueError:
+        v = -1.0
+    if not 0.0 <= v < 1.0:
+        raise OptionError(f"Invalid value '{opts[key]}' for option '{name}', must be a number from 0 up to (not "
+                          f"including) 1")
+    return v or None
+
+
 def _bool_option(opts: dict[str, str], key: str, name: str, default: bool) -> bool:
     if key not in opts:
         return default
@@ -233,6 +248,7 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     out.read_committed = _isolation(opts)
     out.slice_bytes = _int_option(opts, "quire.slicebytes", "quire.sliceBytes") or SLICE_BYTES
     out.max_bytes_per_second = _int_option(opts, "quire.maxbytespersecond", "quire.maxBytesPerSecond")
+    out.cpu_headroom = _share_option(opts, "quire.cpuheadroom", "quire.cpuHeadroom")
     out.offload = offload(opts)
     return out
 

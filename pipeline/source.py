@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -53,6 +52,7 @@ from pipeline.logs import (
     plan_slices,
     to_json_offsets,
 )
+from pipeline.pacing import Headroom, Pace
 from pipeline.rows import arrow_schema, kafka_schema, to_arrow
 
 T = TypeVar("T")
@@ -217,23 +217,6 @@ async def _plan_batch(o: opt.SourceOptions, pruning: Pruning) -> list[Slice]:
         return out
 
 
-class Pace:
-    """At most `rate` bytes a second on average (`quire.maxBytesPerSecond`): after each read, wait
-    until the bytes read so far are due. A bulk scan so bounded leaves the bookies, disks and
-    CPUs it shares with producers their headroom."""
-
-    def __init__(self, rate: int) -> None:
-        self.rate = rate
-        self.total = 0
-        self.t0 = time.monotonic()
-
-    async def read(self, n: int) -> None:
-        self.total += n
-        ahead = self.t0 + self.total / self.rate - time.monotonic()
-        if ahead > 0:
-            await asyncio.sleep(ahead)
-
-
 class SliceReader:
     """Reading planned slices in a task: Arrow record batches, one per large bookie read."""
 
@@ -247,10 +230,15 @@ class SliceReader:
             # read_committed: the aborted transactions' batches dropped before decoding
             keep = AbortedFilter(sl.aborted).keep if sl.aborted is not None else None
             pace = Pace(self.opts.max_bytes_per_second) if self.opts.max_bytes_per_second else None
+            room = Headroom(self.opts.cpu_headroom) if self.opts.cpu_headroom else None
             async with Quire(self.opts.meta_url, self.opts.offload) as q:
                 async for chunk in q.read_range(sl, fail_on_data_loss=self.opts.fail_on_data_loss):
-                    if pace is not None:
-                        await pace.read(sum(len(b) for b in chunk))
+                    if pace is not None or room is not None:
+                        n = sum(len(b) for b in chunk)
+                        if pace is not None:
+                            await pace.read(n)
+                        if room is not None:
+                            await room.read(n)
                     yield to_arrow(keep(chunk) if keep else chunk, sl.topic, sl.partition, sl.start, sl.end, schema)
 
         for rb in iterate(batches):

@@ -142,28 +142,11 @@ def test_max_bytes_per_second_option(data_dir: str) -> None:
         parse({"quire.meta": data_dir, "subscribe": "a", "quire.maxBytesPerSecond": "fast"}, streaming=False)
 
 
-def test_pace_waits_until_the_bytes_read_are_due(monkeypatch: pytest.MonkeyPatch) -> None:
-    import asyncio
-
-    from pipeline import source
-
-    now = [100.0]
-    slept: list[float] = []
-
-    async def sleep(s: float) -> None:
-        slept.append(s)
-        now[0] += s
-
-    monkeypatch.setattr(source.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(source.asyncio, "sleep", sleep)
-
-    async def go() -> None:
-        pace = source.Pace(1000)
-        await pace.read(500)  # due at +0.5 s
-        now[0] += 0.2  # decoding took 0.2 s
-        await pace.read(500)  # due at +1.0 s
-        now[0] += 3.0  # Spark was slow: nothing to wait for
-        await pace.read(1000)
-
-    asyncio.run(go())
-    assert slept == pytest.approx([0.5, 0.3])
+def test_cpu_headroom_option(data_dir: str) -> None:
+    o = parse({"quire.meta": data_dir, "subscribe": "a", "quire.cpuheadroom": "0.15"}, streaming=False)
+    assert o.cpu_headroom == pytest.approx(0.15)
+    assert parse({"quire.meta": data_dir, "subscribe": "a"}, streaming=False).cpu_headroom is None
+    assert parse({"quire.meta": data_dir, "subscribe": "a", "quire.cpuHeadroom": "0"}, streaming=False).cpu_headroom is None
+    for bad in ("1", "-0.1", "lots"):
+        with pytest.raises(OptionError, match=re.escape(f"Invalid value '{bad}' for option 'quire.cpuHeadroom'")):
+            parse({"quire.meta": data_dir, "subscribe": "a", "quire.cpuHeadroom": bad}, streaming=False)

@@ -163,6 +163,15 @@ def test_batch_read_equals_kafka_consumer(spark: SparkSession, rolled: tuple[str
     assert "headers" not in plain.columns and plain.count() == len(expected)
 
 
+def test_paced_batch_read_returns_the_same_rows(spark: SparkSession, rolled: tuple[str, list[Row]]) -> None:
+    """Bounded (quire.maxBytesPerSecond) and leaving CPU headroom (quire.cpuHeadroom, here 90%:
+    cut whenever the suite's machine is busier than 10%): slower, never different."""
+    data_dir, expected = rolled
+    df = reader(spark, data_dir, subscribe="rolled", includeHeaders="true",
+                **{"quire.maxBytesPerSecond": str(64 << 20), "quire.cpuHeadroom": "0.9"})
+    assert spark_rows(df) == expected
+
+
 @pytest.mark.parametrize("kind", ["fs", "s3"])
 def test_batch_read_of_offloaded_ledgers(spark: SparkSession, standalone_factory: StandaloneFactory,
                                          request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> None:
@@ -307,6 +316,7 @@ def test_per_partition_timestamps_and_ending_timestamp(spark: SparkSession, roll
     ({"subscribe": "rolled", "includeHeaders": "maybe"}, "includeHeaders"),
     ({"subscribe": "rolled", "maxOffsetsPerTrigger": "-5"}, "maxOffsetsPerTrigger"),
     ({"subscribe": "rolled", "maxOffsetsPerTrigger": "many"}, "maxOffsetsPerTrigger"),
+    ({"subscribe": "rolled", "quire.cpuHeadroom": "2"}, r"quire\.cpuHeadroom"),
     ({"subscribe": "rolled", "quire.meta": " "}, r"quire\.meta"),
     ({"subscribe": "rolled", "quire.meta": "/nonexistent/quire-data"}, r"'quire\.meta'.*/nonexistent/quire-data"),
 ])

@@ -230,7 +230,7 @@ class SliceReader:
             # read_committed: the aborted transactions' batches dropped before decoding
             keep = AbortedFilter(sl.aborted).keep if sl.aborted is not None else None
             pace = Pace(self.opts.max_bytes_per_second) if self.opts.max_bytes_per_second else None
-            room = Headroom(self.opts.cpu_headroom) if self.opts.cpu_headroom else None
+            room = Headroom.shared(self.opts.cpu_headroom) if self.opts.cpu_headroom else None
             async with Quire(self.opts.meta_url, self.opts.offload) as q:
                 async for chunk in q.read_range(sl, fail_on_data_loss=self.opts.fail_on_data_loss):
                     if pace is not None or room is not None:

@@ -64,8 +64,8 @@ def test_headroom_cuts_the_rate_while_the_machine_is_too_busy_and_lifts_it_after
     assert room.adjust(0.95, 10e6) == pytest.approx(7e6)  # nor above what it read
     room.rate = 1.1e6
     assert room.adjust(0.99, 1e6) == Headroom.FLOOR  # always some progress
-    assert room.adjust(0.50, 1e6) == pytest.approx(1.1e6 * 1.25)
-    room.rate = 0.9 * Headroom.CEILING
+    assert room.adjust(0.50, 1e6) == pytest.approx(1.1e6 + Headroom.STEP)  # grows a step a look
+    room.rate = Headroom.CEILING - Headroom.STEP / 2
     assert room.adjust(0.50, 1e6) is None  # grown past the ceiling: unbounded again
 
 
@@ -83,11 +83,27 @@ def test_headroom_paces_reads_only_once_a_look_found_the_machine_too_busy(
         assert room.rate == pytest.approx(Headroom.FLOOR)  # cut, to the floor
         assert slept and slept[-1] == pytest.approx(1000 / Headroom.FLOOR)
         now[0] += 1.0
-        await room.read(1000)  # a look: idle -> grows
-        assert room.rate == pytest.approx(Headroom.FLOOR * 1.25)
+        await room.read(1000)  # a look: idle -> grows a step
+        assert room.rate == pytest.approx(Headroom.FLOOR + Headroom.STEP)
         now[0] += 1.0
         await room.read(1000)  # 100% busy: cut again, to 0.7 of the 1000 B/s read, so to the floor
         assert room.rate == pytest.approx(Headroom.FLOOR)
         return room
 
     asyncio.run(go())
+
+
+def test_shared_headroom_carries_the_rate_to_the_next_slice_with_a_fresh_pace(
+        clock: tuple[list[float], list[float]]) -> None:
+    now, slept = clock
+    first = Headroom.shared(0.3)
+    try:
+        first.rate = 4e6
+        now[0] += 60.0  # the worker idle between slices: its old pace would let a new slice burst
+        second = Headroom.shared(0.3)
+        assert second is first and second.rate == 4e6
+        assert Headroom.shared(0.4) is not first
+        asyncio.run(second.read(2_000_000))
+        assert slept == pytest.approx([0.5])  # paced from the slice's start, at the learnt rate
+    finally:
+        Headroom._shared.clear()

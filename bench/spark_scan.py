@@ -39,7 +39,9 @@ p99s of 25-92 ms against 7-10 ms for the others, which made the scans look cheap
 the quiet windows said about x2.5). So each phase also has a steal-free p99, the median over
 only its windows in which the host stole at most --max-stolen of the CPU.
 
-The loads: direct scans (a), unbounded and bounded with `quire.maxBytesPerSecond`
+The loads: direct scans (a), unbounded, leaving the CPU headroom with `quire.cpuHeadroom`
+(--scan-cpu-headroom, 15%: the rate cut while the machine is busier than 85%; the same scan is
+also timed alone, as headroom_direct_MBps), and bounded with `quire.maxBytesPerSecond`
 (--scan-mbps-per-task, 10 MiB/s a task; 50, the default before bench 43, did not bind: unbounded,
 the scans read 81 MB/s beside the producer in bench 43, less than two tasks at 50 MiB/s may).
 What the direct scans read in a window is what the bookies sent as background range reads in it
@@ -75,7 +77,7 @@ that fills during it slows the later windows. Not where a DAMON pageout scheme r
 page cache untouched for a minute): there the cache never fills, and DAMON dropping the
 filler's pages made the first rounds spike in every phase. Quire's store is removed once Quire
 is measured (the disk need not hold it and the peer's), and the bench will not start without room
-for the rest at its peak (disk_needed_gib: 71 GiB with the defaults, and the filler where it
+for the rest at its peak (disk_needed_gib: 66 GiB with the defaults, and the filler where it
 fills). The peer: the same producer on Apache Kafka, alone, during scans (c) of Kafka, and beside
 the same two SCHED_IDLE busy loops (what the busy-loop control does to a broker on this machine
 that does not fdatasync per produce). Last,
@@ -86,7 +88,8 @@ kafka; producer p99 during the scan <= 1.5x alone.
 Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [spark] extra.
 Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
 producer_p99_ratio=<n> migrate_MBps=<n> producer_pooled_p99_ratio=<n>
-producer_steal_free_p99_ratio=<n> bounded_p99_ratio=<n> busy_loops_p99_ratio=<n>
+producer_steal_free_p99_ratio=<n> bounded_p99_ratio=<n> headroom_direct_MBps=<n>
+headroom_p99_ratio=<n> busy_loops_p99_ratio=<n>
 rr_p99_ratio=<n> rr_busy_loops_p99_ratio=<n>
 producer_alone_cpu_busy_pct=<n> alone_again_p99_ratio=<n> wait_alone_s_per_s=<n>
 wait_scans_s_per_s=<n> migrations_alone_per_s=<n> migrations_scans_per_s=<n>
@@ -95,7 +98,8 @@ kafka_steal_free_p99_ratio=<n>` (producer_p99_ratio: during unbounded scans, med
 windows' p99s; producer_pooled_p99_ratio: the same over all windows;
 producer_steal_free_p99_ratio: the same medians over only the windows in which the host stole
 at most --max-stolen (5%) of the CPU, nan with fewer than three such windows on a side;
-bounded_p99_ratio: during the bounded scans; busy_loops_p99_ratio: the control; rr_p99_ratio
+bounded_p99_ratio: during the bounded scans; headroom_direct_MBps and headroom_p99_ratio:
+the scan leaving CPU headroom, alone and during the producer; busy_loops_p99_ratio: the control; rr_p99_ratio
 and rr_busy_loops_p99_ratio: the real-time controls, nan where left out;
 producer_alone_cpu_busy_pct, how busy the machine's CPU was during the windows alone;
 alone_again_p99_ratio, the second window alone's p99 over the first's; wait_*_s_per_s and
@@ -106,8 +110,9 @@ beside the two busy loops; kafka_steal_free_p99_ratio, its ratio during scans ov
 the host stole little in).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--window-s 12]
-       [--rounds 10] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
-       [--max-stolen 0.05] [--scan-mbps-per-task 10] [--no-fill-memory]
+       [--rounds 8] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
+       [--max-stolen 0.05] [--scan-mbps-per-task 10] [--scan-cpu-headroom 0.15]
+       [--no-fill-memory]
 """
 
 from __future__ import annotations
@@ -308,7 +313,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=2048, help="topic size, MiB")
     ap.add_argument("--partitions", type=int, default=8)
-    add_window_args(ap, rounds=10)
+    add_window_args(ap, rounds=8)  # 8 phases: 10 rounds would need 79 GiB of disk
     ap.add_argument("--producer-partitions", type=int, default=8,
                     help="partitions of the producer's topic (one: its 16 KiB batches, 5 in flight, cap it at "
                          "5 x 16 KiB per fsynced quorum write's latency)")

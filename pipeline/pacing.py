@@ -8,7 +8,9 @@ server's waiting threads as an idle one does (README, "Spark"). In bench 43 a 20
 p99 went x1.91 of alone during unbounded direct scans (81 MB/s read, the CPU 98% busy) and x1.26
 during scans bounded to 10 MiB/s a task (21 MB/s, 85% busy). A fixed bound also slows a scan
 on a quiet machine; Headroom instead lowers the rate only while the machine is busier than
-1 - headroom, and raises it again once it is not.
+1 - headroom, and raises it again once it is not. In bench 45, at 0.15: x1.20 beside the producer
+at 45 MB/s (x1.40 at 22 MB/s for the fixed bound there), but 173 MB/s alone against 286
+unbounded, its own use cutting it.
 """
 
 from __future__ import annotations

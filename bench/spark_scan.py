@@ -99,8 +99,8 @@ windows' p99s; producer_pooled_p99_ratio: the same over all windows;
 producer_steal_free_p99_ratio: the same medians over only the windows in which the host stole
 at most --max-stolen (5%) of the CPU, nan with fewer than three such windows on a side;
 bounded_p99_ratio: during the bounded scans; headroom_direct_MBps and headroom_p99_ratio:
-the scan leaving CPU headroom, alone and during the producer; busy_loops_p99_ratio: the control; rr_p99_ratio
-and rr_busy_loops_p99_ratio: the real-time controls, nan where left out;
+the scan leaving CPU headroom, alone and during the producer; busy_loops_p99_ratio: the
+control; rr_p99_ratio and rr_busy_loops_p99_ratio: the real-time controls, nan where left out;
 producer_alone_cpu_busy_pct, how busy the machine's CPU was during the windows alone;
 alone_again_p99_ratio, the second window alone's p99 over the first's; wait_*_s_per_s and
 migrations_*_per_s, Quire's threads' seconds waited runnable and moves between CPUs a second,

@@ -151,7 +151,7 @@ def _int_option(opts: dict[str, str], key: str, name: str) -> int | None:
 
 
 def _share_option(opts: dict[str, str], key: str, name: str) -> float | None:
-    """A share strictly between 0 and 1 (0 or absent: None, off)."""
+    """A share from 0 up to (not including) 1; 0 or absent: None (off)."""
     if key not in opts:
         return None
     try:

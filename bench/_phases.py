@@ -107,7 +107,8 @@ class SparkScans:
             except Exception:
                 if not stop.is_set():
                     raise
-                done += self._cancelled_share()
+                if self.served is None:  # with a counter, the tasks' progress is not needed
+                    done += self._cancelled_share()
         if self.served is not None:
             end = self._served_at_end if self._served_at_end is not None else self.served()
             return end - start

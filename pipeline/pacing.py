@@ -90,7 +90,7 @@ class Headroom:
         """This process's Headroom for `share`, started for a new slice."""
         room = cls._shared.get(share)
         if room is None:
-            room = cls._shared[share] = cls(share)
+            return cls._shared.setdefault(share, cls(share))  # new: started as made
         room.start()
         return room
 

@@ -229,16 +229,17 @@ class SliceReader:
         async def batches() -> AsyncIterator[pa.RecordBatch]:
             # read_committed: the aborted transactions' batches dropped before decoding
             keep = AbortedFilter(sl.aborted).keep if sl.aborted is not None else None
-            pace = Pace(self.opts.max_bytes_per_second) if self.opts.max_bytes_per_second else None
-            room = Headroom.shared(self.opts.cpu_headroom) if self.opts.cpu_headroom else None
+            pacers: list[Pace | Headroom] = []
+            if self.opts.max_bytes_per_second:
+                pacers.append(Pace(self.opts.max_bytes_per_second))
+            if self.opts.cpu_headroom:
+                pacers.append(Headroom.shared(self.opts.cpu_headroom))
             async with Quire(self.opts.meta_url, self.opts.offload) as q:
                 async for chunk in q.read_range(sl, fail_on_data_loss=self.opts.fail_on_data_loss):
-                    if pace is not None or room is not None:
+                    if pacers:
                         n = sum(len(b) for b in chunk)
-                        if pace is not None:
-                            await pace.read(n)
-                        if room is not None:
-                            await room.read(n)
+                        for p in pacers:
+                            await p.read(n)
                     yield to_arrow(keep(chunk) if keep else chunk, sl.topic, sl.partition, sl.start, sl.end, schema)
 
         for rb in iterate(batches):

@@ -281,11 +281,14 @@ async def test_background_sends_step_down_from_realtime(tmp_path: Path, monkeypa
             try:  # the pool starts its thread at the first send, from this (the loop's) thread
                 assert [bytes(e) for e in await bulk.read_range(10, 0, 59)] == entries
             finally:
+                # the threads started while this one ran real-time: one started after it steps
+                # back (a helper thread of an earlier test's) did not inherit SCHED_RR
+                during = set(os.listdir("/proc/self/task"))
                 os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))  # the bookie's threads keep SCHED_RR
             assert sending and {policy for _, policy in sending} == {os.SCHED_OTHER}
             thread = sending[0][0]
             assert {t for t, _ in sending} == {thread}  # the pool's one thread
-            started = set(os.listdir("/proc/self/task")) - before - {str(thread)}
+            started = during - before - {str(thread)}
             assert started and set(policies(started).values()) == {os.SCHED_RR}
             os.sched_setscheduler(thread, os.SCHED_RR, os.sched_param(1))  # from outside, as chrt -a would
             del sending[:]

@@ -39,17 +39,18 @@ p99s of 25-92 ms against 7-10 ms for the others, which made the scans look cheap
 the quiet windows said about x2.5). So each phase also has a steal-free p99, the median over
 only its windows in which the host stole at most --max-stolen of the CPU.
 
-The loads: direct scans (a), unbounded, leaving the CPU headroom with `quire.cpuHeadroom`
-(--scan-cpu-headroom, 15%: the rate cut while the machine is busier than 85%; the same scan is
-also timed alone, as headroom_direct_MBps), and bounded with `quire.maxBytesPerSecond`
-(--scan-mbps-per-task, 10 MiB/s a task; 50, the default before bench 43, did not bind: unbounded,
-the scans read 81 MB/s beside the producer in bench 43, less than two tasks at 50 MiB/s may).
+The loads: direct scans (a) with the defaults (beside the standalone's bookies, each task leaves
+25% of the CPU idle: `quire.cpuHeadroom`, pipeline/pacing.py); unpaced (quire.cpuHeadroom=0,
+also timed alone, as unpaced_direct_MBps); and unpaced but bounded with
+`quire.maxBytesPerSecond` (--scan-mbps-per-task, 10 MiB/s a task; 50, the default before bench
+43, did not bind: unpaced, the scans read 81 MB/s beside the producer in bench 43, less than two
+tasks at 50 MiB/s may).
 What the direct scans read in a window is what the bookies sent as background range reads in it
 (their Prometheus counter, read at the window's ends): counted by finished tasks, as the Kafka
 source's scans still are, a bounded task that outlasts the window counted nothing (bench 42 said
-0 MB/s), and bench 42 counted the unbounded scans at 37 MB/s. Two SCHED_IDLE busy loops that
+0 MB/s), and bench 42 counted the unpaced scans at 37 MB/s. Two SCHED_IDLE busy loops that
 read nothing (the scans' CPU without their reads); and, where the bench may use SCHED_RR (root or
-an RLIMIT_RTPRIO), the unbounded scans and the two loops with every thread of Quire
+an RLIMIT_RTPRIO), the unpaced scans and the two loops with every thread of Quire
 (gateway, bookies) under SCHED_RR for the window. The real-time controls tell a write path that
 waits for a CPU from one slowed by the scans' work: a waking real-time thread goes at once to
 the CPU running the lowest class of work, and one left waiting is pushed there, where a
@@ -88,30 +89,30 @@ kafka; producer p99 during the scan <= 1.5x alone.
 Needs compat_tests/install.sh (Kafka's jars, Spark's Kafka connector) and the [spark] extra.
 Ends with `BENCH spark_scan direct_MBps=<n> via_gateway_MBps=<n> kafka_MBps=<n>
 producer_p99_ratio=<n> migrate_MBps=<n> producer_pooled_p99_ratio=<n>
-producer_steal_free_p99_ratio=<n> bounded_p99_ratio=<n> headroom_direct_MBps=<n>
-headroom_p99_ratio=<n> busy_loops_p99_ratio=<n>
+producer_steal_free_p99_ratio=<n> bounded_p99_ratio=<n> unpaced_direct_MBps=<n>
+unpaced_p99_ratio=<n> busy_loops_p99_ratio=<n>
 rr_p99_ratio=<n> rr_busy_loops_p99_ratio=<n>
 producer_alone_cpu_busy_pct=<n> alone_again_p99_ratio=<n> wait_alone_s_per_s=<n>
 wait_scans_s_per_s=<n> migrations_alone_per_s=<n> migrations_scans_per_s=<n>
 kafka_producer_p99_ratio=<n> kafka_busy_loops_p99_ratio=<n>
-kafka_steal_free_p99_ratio=<n>` (producer_p99_ratio: during unbounded scans, medians of the
+kafka_steal_free_p99_ratio=<n>` (producer_p99_ratio: during the scans (a), medians of the
 windows' p99s; producer_pooled_p99_ratio: the same over all windows;
 producer_steal_free_p99_ratio: the same medians over only the windows in which the host stole
 at most --max-stolen (5%) of the CPU, nan with fewer than three such windows on a side;
-bounded_p99_ratio: during the bounded scans; headroom_direct_MBps and headroom_p99_ratio:
-the scan leaving CPU headroom, alone and during the producer; busy_loops_p99_ratio: the
+bounded_p99_ratio: during the bounded scans; unpaced_direct_MBps and unpaced_p99_ratio:
+the scan with quire.cpuHeadroom=0, alone and during the producer; busy_loops_p99_ratio: the
 control; rr_p99_ratio and rr_busy_loops_p99_ratio: the real-time controls, nan where left out;
 producer_alone_cpu_busy_pct, how busy the machine's CPU was during the windows alone;
 alone_again_p99_ratio, the second window alone's p99 over the first's; wait_*_s_per_s and
 migrations_*_per_s, Quire's threads' seconds waited runnable and moves between CPUs a second,
-alone and during the unbounded direct scans;
+alone and during the direct scans (a);
 kafka_producer_p99_ratio and kafka_busy_loops_p99_ratio, the peer's ratios during scans (c) and
 beside the two busy loops; kafka_steal_free_p99_ratio, its ratio during scans over the windows
 the host stole little in).
 
 Usage: python3 bench/spark_scan.py [--mb 2048] [--partitions 8] [--producer-mbps 20] [--window-s 12]
        [--rounds 8] [--settle-s 3] [--producer-warmup-s 30] [--producer-partitions 8]
-       [--max-stolen 0.05] [--scan-mbps-per-task 10] [--scan-cpu-headroom 0.15]
+       [--max-stolen 0.05] [--scan-mbps-per-task 10]
        [--no-fill-memory]
 """
 
@@ -158,9 +159,9 @@ from tests.support.metrics import scrape, value
 
 RECORD = 1024
 BOOKIES = 3
-HEADROOM = "direct scans leaving CPU headroom"
-LOADS = ("direct scans", "bounded direct scans", "busy loops", HEADROOM)  # the producer's loads
-RR_SCANS = "direct scans, Quire under SCHED_RR"
+UNPACED = "unpaced direct scans"
+LOADS = ("direct scans", "bounded direct scans", "busy loops", UNPACED)  # the producer's loads
+RR_SCANS = "unpaced direct scans, Quire under SCHED_RR"
 RR_LOOPS = "busy loops, Quire under SCHED_RR"
 REALTIME = (RR_SCANS, RR_LOOPS)  # the real-time controls, where permitted
 ALONE_AGAIN = "alone again"  # a second window alone each round: the spread of the measurement itself
@@ -321,9 +322,6 @@ def main() -> int:
                     help="fill the page cache before the producer starts (see the module doc)")
     ap.add_argument("--scan-mbps-per-task", type=int, default=10,
                     help="quire.maxBytesPerSecond of the bounded scans during the producer, MiB/s")
-    ap.add_argument("--scan-cpu-headroom", type=float, default=0.15,
-                    help="quire.cpuHeadroom of the scans that leave the machine's CPU headroom (alone, and "
-                         "during the producer)")
     args = ap.parse_args()
     if not connector_ready():
         print("Spark's Kafka connector is missing: run compat_tests/install.sh", file=sys.stderr)
@@ -360,7 +358,7 @@ def main() -> int:
 
     nan = float("nan")
     ratio = pooled_ratio = bounded_ratio = cpu_ratio = again_ratio = rr_ratio = rr_cpu_ratio = alone_busy = nan
-    headroom_ratio = nan
+    unpaced_ratio = nan
     kafka_ratio = kafka_cpu_ratio = wait_alone = wait_scans = moves_alone = moves_scans = nan
     spark_pid = int(spark.sparkContext._gateway.jvm.java.lang.ProcessHandle.current().pid())
     with tempfile.TemporaryDirectory(prefix="spark-scan-") as tmp:
@@ -387,11 +385,12 @@ def main() -> int:
                 return lambda: (spark.read.format("quire").option("quire.meta", data_dir)
                                 .option("subscribe", topic).options(**opts).load())
 
+            # the defaults: beside the standalone's bookies, each task leaves the default CPU headroom
             direct = measured_scan("(a) format(quire), from bookies", spark, quire_df(), records, groups,
                                    quire_df("warm"))
-            headroom = {"quire.cpuHeadroom": str(args.scan_cpu_headroom)}
-            direct_headroom = measured_scan(f"(a) leaving {args.scan_cpu_headroom:.0%} of the CPU idle (quire.cpuHeadroom)",
-                                            spark, quire_df(**headroom), records, groups, quire_df("warm", **headroom))
+            unpaced = {"quire.cpuHeadroom": "0"}
+            direct_unpaced = measured_scan("(a) unpaced (quire.cpuHeadroom=0)", spark, quire_df(**unpaced), records,
+                                           groups, quire_df("warm", **unpaced))
             via = measured_scan("(b) Spark Kafka source via the gateway", spark, kafka_df(gw.bootstrap), records,
                                 groups, kafka_df(gw.bootstrap, "warm"))
             kafka = measured_scan("(c) Spark Kafka source from Apache Kafka", spark, kafka_df(kafka_bs), records,
@@ -412,28 +411,28 @@ def main() -> int:
             print(f"producer at {args.producer_mbps} MB/s on Quire, {args.rounds} rounds of {args.window_s:.0f} s windows "
                   f"(the first {args.settle_s:.0f} s of each left out):", flush=True)
 
-            def direct_scan() -> float:
-                return scan(spark, quire_df(), records)
+            def unpaced_scan() -> float:
+                return scan(spark, quire_df(**unpaced), records)
 
             loads: dict[str, Load] = {ALONE_AGAIN: Nothing(), **dict(zip(LOADS, (
-                SparkScans(spark, direct_scan, mb, bookies_sent_mib),
-                SparkScans(spark, lambda: scan(spark, quire_df(**{"quire.maxBytesPerSecond": str(bounded)}), records),
-                           mb, bookies_sent_mib),
+                SparkScans(spark, lambda: scan(spark, quire_df(), records), mb, bookies_sent_mib),
+                SparkScans(spark, lambda: scan(spark, quire_df(**unpaced, **{"quire.maxBytesPerSecond": str(bounded)}),
+                                               records), mb, bookies_sent_mib),
                 BusyLoops(2),
-                SparkScans(spark, lambda: scan(spark, quire_df(**headroom), records), mb, bookies_sent_mib),
+                SparkScans(spark, unpaced_scan, mb, bookies_sent_mib),
             ), strict=True))}
 
             def quire_pids() -> list[int]:
                 return process_tree(gw.pid)
 
             if realtime_permitted():  # the controls with Quire's threads under SCHED_RR (module doc)
-                loads[RR_SCANS] = Realtime(SparkScans(spark, direct_scan, mb, bookies_sent_mib), quire_pids)
+                loads[RR_SCANS] = Realtime(SparkScans(spark, unpaced_scan, mb, bookies_sent_mib), quire_pids)
                 loads[RR_LOOPS] = Realtime(BusyLoops(2), quire_pids)
             else:
                 print("not permitted to use SCHED_RR (root or an RLIMIT_RTPRIO): the real-time controls are left out",
                       flush=True)
             q = interleaved_p99(gw.bootstrap, args, RECORD, loads, quire_pids)
-            ratio, bounded_ratio, cpu_ratio, headroom_ratio, rr_ratio, rr_cpu_ratio = (
+            ratio, bounded_ratio, cpu_ratio, unpaced_ratio, rr_ratio, rr_cpu_ratio = (
                 p99_ratio(q, k) for k in (*LOADS, *REALTIME))
             pooled_ratio = p99_ratio(q, "direct scans", "p99_ms")
             clean_ratio = p99_ratio(q, "direct scans", "steal_free_p99_ms")
@@ -445,22 +444,21 @@ def main() -> int:
             def p99s(k: str) -> str:
                 return f"{q[k]['window_p99_ms']} ms ({q[k]['p99_ms']} ms over all windows)"
 
-            print(f"producer p99, the median of the windows': alone {p99s(ALONE)}; during unbounded direct scans "
-                  f"({q['direct scans']['load_mbps']:.0f} MB/s) {p99s('direct scans')}, x{ratio:.2f} "
+            print(f"producer p99, the median of the windows': alone {p99s(ALONE)}; during direct scans with the "
+                  f"defaults ({q['direct scans']['load_mbps']:.0f} MB/s) {p99s('direct scans')}, x{ratio:.2f} "
                   f"(x{pooled_ratio:.2f} over all windows); during direct scans bounded to {args.scan_mbps_per_task} "
                   f"MB/s a task ({q['bounded direct scans']['load_mbps']:.0f} MB/s) {p99s('bounded direct scans')} "
                   f"(x{bounded_ratio:.2f}); during two busy loops under SCHED_IDLE that read nothing "
-                  f"{p99s('busy loops')} (x{cpu_ratio:.2f}); during direct scans leaving "
-                  f"{args.scan_cpu_headroom:.0%} of the CPU idle ({q[HEADROOM]['load_mbps']:.0f} MB/s) "
-                  f"{p99s(HEADROOM)} (x{headroom_ratio:.2f}); over the windows in which the host stole at "
-                  f"most {args.max_stolen:.0%} of the CPU ({q[ALONE]['clean_windows']} alone, "
-                  f"{q['direct scans']['clean_windows']} during unbounded direct scans): alone "
+                  f"{p99s('busy loops')} (x{cpu_ratio:.2f}); during unpaced direct scans "
+                  f"({q[UNPACED]['load_mbps']:.0f} MB/s) {p99s(UNPACED)} (x{unpaced_ratio:.2f}); over the windows "
+                  f"in which the host stole at most {args.max_stolen:.0%} of the CPU ({q[ALONE]['clean_windows']} "
+                  f"alone, {q['direct scans']['clean_windows']} during direct scans): alone "
                   f"{q[ALONE]['steal_free_p99_ms']} ms, during the scans {q['direct scans']['steal_free_p99_ms']} ms "
                   f"(x{clean_ratio:.2f})", flush=True)
             print(f"two windows alike: the second window alone each round {p99s(ALONE_AGAIN)} (x{again_ratio:.2f}, "
                   f"the spread of the measurement itself)", flush=True)
             if RR_SCANS in q:
-                print(f"with Quire's threads under SCHED_RR: during unbounded direct scans "
+                print(f"with Quire's threads under SCHED_RR: during unpaced direct scans "
                       f"({q[RR_SCANS]['load_mbps']:.0f} MB/s) {p99s(RR_SCANS)} (x{rr_ratio:.2f}); "
                       f"during two busy loops {p99s(RR_LOOPS)} (x{rr_cpu_ratio:.2f})", flush=True)
             # The comparison wrote about 20 MB/s x 3 replicas for its whole length (50-60 GB): the
@@ -500,7 +498,7 @@ def main() -> int:
           f"producer_p99_ratio={ratio:.2f} migrate_MBps={migrate:.2f} producer_pooled_p99_ratio={pooled_ratio:.2f} "
           f"producer_steal_free_p99_ratio={clean_ratio:.2f} "
           f"bounded_p99_ratio={bounded_ratio:.2f} "
-          f"headroom_direct_MBps={direct_headroom:.2f} headroom_p99_ratio={headroom_ratio:.2f} "
+          f"unpaced_direct_MBps={direct_unpaced:.2f} unpaced_p99_ratio={unpaced_ratio:.2f} "
           f"busy_loops_p99_ratio={cpu_ratio:.2f} "
           f"rr_p99_ratio={rr_ratio:.2f} rr_busy_loops_p99_ratio={rr_cpu_ratio:.2f} "
           f"producer_alone_cpu_busy_pct={alone_busy * 100:.0f} alone_again_p99_ratio={again_ratio:.2f} "

@@ -20,18 +20,21 @@ from kafka_log.view import KafkaLogView, batch_offsets, log_end_offset, scan
 from kafka_wire.records import RecordBatch, TimestampType
 from pipeline.options import EARLIEST, LATEST, SLICE_BYTES, Bound, OptionError, SourceOptions, TopicPartition
 from store.ledger.client import LedgerClient
+from store.ledger.placement import available_bookies
 from store.managed.errors import NoSuchLogError
 from store.managed.metadata import LogMetadata, OffloadInfo
 from store.managed.position import Position
 from store.managed.readonly import ManagedLogReader
 from store.meta.api import MetaStore
 from store.meta.factory import open_meta
+from store.net import is_local_host
 from store.offload import OffloadSettings, make_tier
 from store.offload.tier import Tier
 from store.retry import Backoff, Retry
 
 LAC_WAIT_S = 30.0  # how long a task waits for bookies to confirm entries its plan counted
 LAC_BACKOFF = Backoff(initial=0.02, maximum=1.0)
+_beside_a_bookie: dict[str, bool] = {}  # per metadata URL, for this process's life
 
 
 class DataLossError(RuntimeError):
@@ -153,6 +156,15 @@ class Quire:
         if self.tier is not None:
             await self.tier.close()
         await self.meta.close()
+
+    async def beside_a_bookie(self) -> bool:
+        """Whether one of the cluster's live bookies runs on this machine (a standalone's, or an
+        executor's machine shared with a bookie), asked once per process and cluster."""
+        known = _beside_a_bookie.get(self.meta_url)
+        if known is None:
+            hosts = {b.address.rpartition(":")[0] for b in await available_bookies(self.meta)}
+            known = _beside_a_bookie[self.meta_url] = any(map(is_local_host, hosts))
+        return known
 
     async def open_log(self, name: str) -> ManagedLogReader | None:
         assert self.client is not None

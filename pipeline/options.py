@@ -51,7 +51,9 @@ class SourceOptions:
     read_committed: bool = False  # kafka.isolation.level
     slice_bytes: int = SLICE_BYTES
     max_bytes_per_second: int | None = None  # quire.maxBytesPerSecond: each task's read rate, at most
-    cpu_headroom: float | None = None  # quire.cpuHeadroom: the share of the machine's CPU a task leaves idle
+    # quire.cpuHeadroom: the share of the machine's CPU a task leaves idle; None: the default
+    # (pacing.DEFAULT_HEADROOM on a machine that holds one of the cluster's bookies, else none)
+    cpu_headroom: float | None = None
     # Settings, not a tier: each task builds its own tier (thread pool, S3 client) from them.
     offload: OffloadSettings | None = None
 
@@ -151,7 +153,7 @@ def _int_option(opts: dict[str, str], key: str, name: str) -> int | None:
 
 
 def _share_option(opts: dict[str, str], key: str, name: str) -> float | None:
-    """A share from 0 up to (not including) 1; 0 or absent: None (off)."""
+    """A share from 0 up to (not including) 1; absent: None."""
     if key not in opts:
         return None
     try:
@@ -161,7 +163,7 @@ def _share_option(opts: dict[str, str], key: str, name: str) -> float | None:
     if not 0.0 <= v < 1.0:
         raise OptionError(f"Invalid value '{opts[key]}' for option '{name}', must be a number from 0 up to (not "
                           f"including) 1")
-    return v or None
+    return v
 
 
 def _bool_option(opts: dict[str, str], key: str, name: str, default: bool) -> bool:

@@ -52,7 +52,7 @@ from pipeline.logs import (
     plan_slices,
     to_json_offsets,
 )
-from pipeline.pacing import Headroom, Pace
+from pipeline.pacing import DEFAULT_HEADROOM, Headroom, Pace
 from pipeline.rows import arrow_schema, kafka_schema, to_arrow
 
 T = TypeVar("T")
@@ -217,6 +217,21 @@ async def _plan_batch(o: opt.SourceOptions, pruning: Pruning) -> list[Slice]:
         return out
 
 
+async def pacers_of(o: opt.SourceOptions, q: Quire) -> list[Pace | Headroom]:
+    """What paces a task's reads: `quire.maxBytesPerSecond`, and `quire.cpuHeadroom` (unset:
+    DEFAULT_HEADROOM where the task shares a machine with one of the cluster's bookies, none
+    elsewhere; 0: none)."""
+    out: list[Pace | Headroom] = []
+    if o.max_bytes_per_second:
+        out.append(Pace(o.max_bytes_per_second))
+    share = o.cpu_headroom
+    if share is None:
+        share = DEFAULT_HEADROOM if await q.beside_a_bookie() else 0.0
+    if share:
+        out.append(Headroom.shared(share))
+    return out
+
+
 class SliceReader:
     """Reading planned slices in a task: Arrow record batches, one per large bookie read."""
 
@@ -229,12 +244,8 @@ class SliceReader:
         async def batches() -> AsyncIterator[pa.RecordBatch]:
             # read_committed: the aborted transactions' batches dropped before decoding
             keep = AbortedFilter(sl.aborted).keep if sl.aborted is not None else None
-            pacers: list[Pace | Headroom] = []
-            if self.opts.max_bytes_per_second:
-                pacers.append(Pace(self.opts.max_bytes_per_second))
-            if self.opts.cpu_headroom:
-                pacers.append(Headroom.shared(self.opts.cpu_headroom))
             async with Quire(self.opts.meta_url, self.opts.offload) as q:
+                pacers = await pacers_of(self.opts, q)
                 async for chunk in q.read_range(sl, fail_on_data_loss=self.opts.fail_on_data_loss):
                     if pacers:
                         n = sum(len(b) for b in chunk)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import pacing
-from pipeline.pacing import Headroom, Pace, machine_cpu
+from pipeline.pacing import Headroom, Pace, cpu_sample, executor_cpu, machine_cpu
 
 
 @pytest.fixture
@@ -54,25 +54,84 @@ def test_machine_cpu_reads_proc_stat_without_the_hosts_stealing(tmp_path: Path,
     assert machine_cpu() is None
 
 
-def test_headroom_cuts_the_rate_while_the_machine_is_too_busy_and_lifts_it_after() -> None:
-    room = Headroom(0.15, sample=lambda: (0, 0))
-    assert room.adjust(0.80, 50e6) is None  # under the cap of 85%: unbounded stays unbounded
-    cut = room.adjust(0.95, 50e6)
-    assert cut == pytest.approx(35e6)  # over: 0.7 of what it read
+def fake_proc(root: Path, procs: dict[int, tuple[str, int, int, int, list[int]]]) -> None:
+    """/proc/PID/stat (name, parent, utime + stime, cutime + cstime; each split in two) and
+    /proc/PID/task/PID/children for each process."""
+    for pid, (name, ppid, ticks, reaped, children) in procs.items():
+        d = root / str(pid)
+        (d / "task" / str(pid)).mkdir(parents=True)
+        before = " ".join(["S", str(ppid)] + ["0"] * 9)
+        (d / "stat").write_text(f"{pid} ({name}) {before} {ticks - ticks // 2} {ticks // 2} {reaped - reaped // 2} "
+                                f"{reaped // 2} 20 0 1 0 1\n")
+        (d / "task" / str(pid) / "children").write_text(" ".join(map(str, children)))
+
+
+def test_executor_cpu_sums_the_jvm_the_daemon_and_its_workers(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pacing, "PROC", str(tmp_path))
+    fake_proc(tmp_path, {
+        1: ("systemd", 0, 1_000_000, 0, [10]),
+        10: ("java", 1, 500, 40, [20, 30]),  # the executor: its threads' ticks, and its reaped children's
+        20: ("python3", 10, 7, 300, [21, 22]),  # the daemon (workers gone: 300)
+        21: ("python3", 20, 50, 0, []),  # this worker
+        22: ("python3", 20, 60, 0, []),  # another
+        30: ("python3", 10, 1000, 0, [31]),  # another daemon (planning), not counted
+        31: ("python3", 30, 1000, 0, []),
+        40: ("python3", 1, 9, 0, []),  # not under Spark
+        50: ("weird) (name", 10, 5, 0, []),  # a worker forked straight from the JVM, its name odd
+    })
+    assert executor_cpu(21) == 500 + 40 + 7 + 300 + 50 + 60
+    assert executor_cpu(50) == 500 + 40 + 5
+    assert executor_cpu(40) is None
+    assert executor_cpu(99) is None
+
+
+def test_cpu_sample_counts_the_machine_and_this_executor(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 5 50 800 20 3 2 40 0 0\n")
+    monkeypatch.setattr(pacing, "STAT", str(stat))
+    monkeypatch.setattr(pacing, "PROC", str(tmp_path / "proc"))  # no such process: not under Spark
+    assert cpu_sample() == (160, 980, 0)
+    monkeypatch.setattr(pacing, "executor_cpu", lambda: 120)
+    assert cpu_sample() == (160, 980, 120)
+
+
+def test_headroom_moves_the_rate_in_proportion_to_how_far_the_machine_is_from_the_cap() -> None:
+    room = Headroom(0.15, sample=lambda: (0, 0, 0))
+    assert room.adjust(0.80, 0.5, 50e6) is None  # under the cap of 85%: unbounded stays unbounded
+    cut = room.adjust(0.90, 0.5, 50e6)
+    assert cut == pytest.approx(50e6 * (1 - 3 * 0.05))  # 5 points over: cut by 15% of what it read
     room.rate = cut
-    assert room.adjust(0.95, 60e6) == pytest.approx(0.7 * 35e6)  # never above the rate it had
-    assert room.adjust(0.95, 10e6) == pytest.approx(7e6)  # nor above what it read
+    assert room.adjust(0.95, 0.5, 60e6) == pytest.approx(cut * 0.7)  # 10 over: by 30%, of its own rate
+    assert room.adjust(0.95, 0.5, 10e6) == pytest.approx(7e6)  # or of what it read, if lower
+    assert room.adjust(1.00, 0.5, 60e6) == pytest.approx(cut * 0.55)
+    wide = Headroom(0.5, sample=lambda: (0, 0, 0))
+    assert wide.adjust(1.00, 0.5, 60e6) == pytest.approx(60e6 * Headroom.CUT)  # far over: halved at most
+    assert room.adjust(0.85, 0.5, 60e6) == pytest.approx(cut)  # at the cap: held
+    assert room.adjust(0.80, 0.5, 60e6) == pytest.approx(cut * 1.05)  # 5 under: grows by 5%
+    assert room.adjust(0.10, 0.05, 60e6) == pytest.approx(cut * Headroom.GROW)  # far under: by a quarter
     room.rate = 1.1e6
-    assert room.adjust(0.99, 1e6) == Headroom.FLOOR  # always some progress
-    assert room.adjust(0.50, 1e6) == pytest.approx(1.1e6 + Headroom.STEP)  # grows a step a look
-    room.rate = Headroom.CEILING - Headroom.STEP / 2
-    assert room.adjust(0.50, 1e6) is None  # grown past the ceiling: unbounded again
+    assert room.adjust(0.99, 0.5, 1e6) == Headroom.FLOOR  # always some progress
+    room.rate = Headroom.CEILING / 1.1
+    assert room.adjust(0.50, 0.4, 1e6) is None  # grown past the ceiling: unbounded again
+
+
+def test_headroom_leaves_a_machine_busy_only_with_its_own_scan_alone() -> None:
+    """Other work under Headroom.OTHERS of the machine (the bookies serving the scan, say): the
+    scan's own use keeps the machine busy, and no one is there to leave the CPU to."""
+    room = Headroom(0.15, sample=lambda: (0, 0, 0))
+    assert room.adjust(0.99, 0.2, 50e6) is None  # not cut
+    room.rate = 10e6
+    assert room.adjust(0.99, 0.2, 10e6) == pytest.approx(10e6 * Headroom.GROW)  # grown back at the most
+    assert room.adjust(0.99, Headroom.OTHERS, 10e6) == pytest.approx(10e6 * 0.58)  # others came: cut
 
 
 def test_headroom_paces_reads_only_once_a_look_found_the_machine_too_busy(
         clock: tuple[list[float], list[float]]) -> None:
     now, slept = clock
-    samples = iter([(0, 0), (95, 100), (95, 200), (295, 400)])  # busy 95%, then 0%, then 100%
+    # busy 95% (5% of it this executor's), then 0%, then 100% (all of it others')
+    samples = iter([(0, 0, 0), (95, 100, 5), (95, 200, 5), (295, 400, 5)])
 
     async def go() -> Headroom:
         room = Headroom(0.15, interval=1.0, sample=lambda: next(samples))
@@ -83,10 +142,10 @@ def test_headroom_paces_reads_only_once_a_look_found_the_machine_too_busy(
         assert room.rate == pytest.approx(Headroom.FLOOR)  # cut, to the floor
         assert slept and slept[-1] == pytest.approx(1000 / Headroom.FLOOR)
         now[0] += 1.0
-        await room.read(1000)  # a look: idle -> grows a step
-        assert room.rate == pytest.approx(Headroom.FLOOR + Headroom.STEP)
+        await room.read(1000)  # a look: idle -> grows by a quarter
+        assert room.rate == pytest.approx(Headroom.FLOOR * Headroom.GROW)
         now[0] += 1.0
-        await room.read(1000)  # 100% busy: cut again, to 0.7 of the 1000 B/s read, so to the floor
+        await room.read(1000)  # 100% busy: cut to 0.55 of the 1000 B/s read, so to the floor
         assert room.rate == pytest.approx(Headroom.FLOOR)
         return room
 

@@ -145,8 +145,8 @@ def test_max_bytes_per_second_option(data_dir: str) -> None:
 def test_cpu_headroom_option(data_dir: str) -> None:
     o = parse({"quire.meta": data_dir, "subscribe": "a", "quire.cpuheadroom": "0.15"}, streaming=False)
     assert o.cpu_headroom == pytest.approx(0.15)
-    assert parse({"quire.meta": data_dir, "subscribe": "a"}, streaming=False).cpu_headroom is None
-    assert parse({"quire.meta": data_dir, "subscribe": "a", "quire.cpuHeadroom": "0"}, streaming=False).cpu_headroom is None
+    assert parse({"quire.meta": data_dir, "subscribe": "a"}, streaming=False).cpu_headroom is None  # the default
+    assert parse({"quire.meta": data_dir, "subscribe": "a", "quire.cpuHeadroom": "0"}, streaming=False).cpu_headroom == 0
     for bad in ("1", "-0.1", "lots"):
         with pytest.raises(OptionError, match=re.escape(f"Invalid value '{bad}' for option 'quire.cpuHeadroom'")):
             parse({"quire.meta": data_dir, "subscribe": "a", "quire.cpuHeadroom": bad}, streaming=False)

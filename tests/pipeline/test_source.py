@@ -27,8 +27,12 @@ import pipeline  # noqa: E402
 from compat_tests.support.spark import shared_session  # noqa: E402
 from gateway.cluster.inspect import topics as list_topics  # noqa: E402
 from pipeline.logs import LedgerSpan, Quire, Slice  # noqa: E402
-from pipeline.options import meta_url  # noqa: E402
+from pipeline.options import meta_url, parse  # noqa: E402
+from pipeline.pacing import DEFAULT_HEADROOM, Headroom, Pace  # noqa: E402
+from pipeline.source import pacers_of  # noqa: E402
+from store import layout  # noqa: E402
 from store.ledger.errors import NoSuchLedgerError  # noqa: E402
+from store.meta.factory import open_meta  # noqa: E402
 from tests.gateway.test_offload_clients import admin  # noqa: E402
 from tests.support.embedded_meta import db_file  # noqa: E402
 from tests.support.gateway import StandaloneFactory, StandaloneGateway  # noqa: E402
@@ -170,6 +174,42 @@ def test_paced_batch_read_returns_the_same_rows(spark: SparkSession, rolled: tup
     df = reader(spark, data_dir, subscribe="rolled", includeHeaders="true",
                 **{"quire.maxBytesPerSecond": str(64 << 20), "quire.cpuHeadroom": "0.9"})
     assert spark_rows(df) == expected
+
+
+def test_tasks_leave_cpu_headroom_by_default_only_beside_a_bookie(rolled: tuple[str, list[Row]],
+                                                                  tmp_path: Path) -> None:
+    """quire.cpuHeadroom unset: the default headroom where a task shares a machine with one of
+    the cluster's bookies (here the standalone's, on loopback), none where all are elsewhere;
+    0 turns it off, and a value is used wherever the task runs."""
+    data_dir, _ = rolled
+    far = tmp_path / "meta"  # a cluster whose one bookie is on another machine
+    asyncio.run(_register_bookie(f"embedded://{far}", "203.0.113.7:3181"))  # TEST-NET-3: no one's
+
+    def paced(meta: str, **opts: str) -> list[tuple[type, float | None]]:
+        o = parse({"quire.meta": meta, "subscribe": "rolled", **opts}, streaming=False)
+
+        async def go() -> list[Pace | Headroom]:
+            async with Quire(o.meta_url) as q:
+                return await pacers_of(o, q)
+        return [(type(p), p.cap if isinstance(p, Headroom) else p.rate) for p in asyncio.run(go())]
+
+    try:
+        assert paced(data_dir) == [(Headroom, pytest.approx(1 - DEFAULT_HEADROOM))]
+        assert paced(data_dir, **{"quire.cpuHeadroom": "0"}) == []
+        assert paced(data_dir, **{"quire.cpuHeadroom": "0", "quire.maxBytesPerSecond": "1000"}) == [(Pace, 1000)]
+        assert paced(f"embedded://{far}") == []
+        assert paced(f"embedded://{far}", **{"quire.cpuHeadroom": "0.3"}) == [(Headroom, pytest.approx(0.7))]
+    finally:
+        Headroom._shared.clear()
+
+
+async def _register_bookie(url: str, address: str) -> None:
+    meta = open_meta(url)
+    await meta.start()
+    try:
+        await meta.create(layout.bookie_available(address), b"{}", make_parents=True)
+    finally:
+        await meta.close()
 
 
 @pytest.mark.parametrize("kind", ["fs", "s3"])
